@@ -1,0 +1,194 @@
+"""The ``lucy`` command line. Errors caused by input print one line and exit non-zero, without a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from lucy.config import PRESETS, LucySettings, load_settings
+from lucy.errors import LucyError
+
+EXIT_ERROR = 1  # bad input, unreachable source, damaged file (what could be stored was kept)
+
+
+def _settings(args: argparse.Namespace, **flags: Any) -> LucySettings:
+    return load_settings(getattr(args, "config", None), data=getattr(args, "data", None),
+                         preset=getattr(args, "preset", None), **flags)
+
+
+class _Progress:
+    """One status line on stderr, refreshed at most twice a second (only on a terminal)."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self._last = 0.0
+
+    def show(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.enabled and (force or now - self._last >= 0.5):
+            self._last = now
+            sys.stderr.write(f"\r\x1b[K{text}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore
+
+    settings = _settings(args)
+    progress = _Progress()
+
+    def on_commit(store: ZarrFrameStore, stats: IngestStats) -> None:
+        progress.show(f"{stats.stream}: media {stats.ingested_until:8.1f} s | decode {stats.decode_fps:6.1f} fps | "
+                      f"{stats.realtime_factor:5.1f}x real time | {stats.committed} frames stored")
+
+    ingestor = Ingestor(settings, args.source, args.stream, realtime=args.realtime, on_commit=on_commit)
+    signal.signal(signal.SIGTERM, lambda *_: ingestor.stop())
+    try:
+        result = ingestor.run()
+    except KeyboardInterrupt:
+        ingestor.stop()
+        progress.close()
+        print("lucy: interrupted; everything committed so far is kept", file=sys.stderr)
+        return 130
+    progress.close()
+    summary = {"stream": result.stream, "frames": result.frames, "media_seconds": round(result.media_seconds, 3),
+               "wall_seconds": round(result.wall_seconds, 3)}
+    if args.json:
+        print(json.dumps({**summary, "new_frames": result.new_frames, "complete": result.complete,
+                          "lost": result.lost, "decode_errors": result.decode_errors,
+                          "reconnects": result.reconnects}))
+    else:
+        print(f"{result.stream}: {result.new_frames} new frames, {result.frames} stored, "
+              f"{result.media_seconds:.1f} s of media in {result.wall_seconds:.1f} s")
+    if result.lost:
+        print(f"lucy: error: {result.lost} (the frames before it are stored)", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
+def _stream_rows(data: Path) -> list[dict[str, Any]]:
+    from lucy.ingest import ZarrFrameStore, list_streams
+
+    rows = []
+    for name in list_streams(data):
+        info = ZarrFrameStore.open(data, name).info()
+        rows.append({"stream": name, "source": info.source, "live": info.live, "frames": info.frames,
+                     "media_seconds": round(info.media_seconds, 3), "stored_fps": info.stored_fps,
+                     "size": f"{info.width}x{info.height}", "codec": info.codec, "complete": info.complete,
+                     "wall_start": info.wall_start, "gaps": len(info.gaps), "lost": info.lost})
+    return rows
+
+
+def cmd_streams(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    rows = _stream_rows(settings.data)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print(f"no streams in {settings.data}")
+        return 0
+    print(f"{'STREAM':20} {'FRAMES':>8} {'DURATION':>10} {'FPS':>5} {'SIZE':>9} {'GAPS':>4}  SOURCE")
+    for r in rows:
+        state = "" if r["complete"] or r["live"] else " (partial)"
+        print(f"{r['stream']:20} {r['frames']:>8} {r['media_seconds']:>9.1f}s {r['stored_fps']:>5g} {r['size']:>9} "
+              f"{r['gaps']:>4}  {r['source']}{state}")
+    return 0
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    shown = settings.model_dump(mode="json")
+    shown["levels"] = settings.levels.model_dump(mode="json")
+    if args.json:
+        print(json.dumps(shown, indent=2))
+    else:
+        _print_tree(shown)
+    return 0
+
+
+def _print_tree(value: dict[str, Any], indent: int = 0) -> None:
+    for key, item in value.items():
+        if isinstance(item, dict):
+            print(f"{' ' * indent}{key}:")
+            _print_tree(item, indent + 2)
+        else:
+            print(f"{' ' * indent}{key}: {item}")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from lucy.demo import run_demo
+
+    return run_demo(_settings(args), workdir=args.workdir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data", type=Path, help="data directory (default ./lucy-data or $LUCY_DATA)")
+    common.add_argument("--config", type=Path, help="TOML configuration file (default ./lucy.toml or $LUCY_CONFIG)")
+    common.add_argument("--preset", choices=sorted(PRESETS), help="memory-level preset")
+
+    parser = argparse.ArgumentParser(prog="lucy", description="Lucy: ask questions about video while it streams.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", parents=[common], help="decode a file or live stream into the frame store")
+    p.add_argument("source", help="video file, rtsp://, http(s):// (HLS too)")
+    p.add_argument("--stream", required=True, help="stream name")
+    p.add_argument("--realtime", action="store_true", help="pace a file like a live stream")
+    p.add_argument("--json", action="store_true", help="print one JSON summary at the end")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("streams", parents=[common], help="list the streams of a data directory")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_streams)
+
+    p = sub.add_parser("config", help="configuration")
+    config_sub = p.add_subparsers(dest="config_command", required=True)
+    p = config_sub.add_parser("show", parents=[common], help="print the effective configuration")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_config_show)
+
+    p = sub.add_parser("demo", parents=[common], help="generate a sample video, ingest it, show the result")
+    p.add_argument("--workdir", type=Path, default=None, help="where to put the sample video and data")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def _configure_logging() -> None:
+    from lucy.ingest.source import RedactingFilter
+
+    handler = logging.StreamHandler()
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _configure_logging()
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except LucyError as err:
+        print(f"lucy: error: {err}", file=sys.stderr)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
+        print(f"lucy: error: invalid configuration: {problems}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

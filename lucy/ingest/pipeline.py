@@ -1,0 +1,215 @@
+"""Ingest: source -> sampler -> frame store, with progress and commit notifications.
+
+Two threads: the decoder thread pulls frames from the source (FFmpeg decodes with its own threads) and keeps
+those the sampler wants; the writer (the caller's thread) resizes them, writes them to the store and commits
+them in batches. A bounded queue between the two keeps memory flat.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lucy.config import LucySettings
+from lucy.errors import StoreError
+from lucy.ingest.frames import Gap
+from lucy.ingest.sampler import Sampler, fit_size
+from lucy.ingest.source import Frame, Source, open_source, source_identity
+from lucy.ingest.zarr_store import ZarrFrameStore, frames_root
+
+log = logging.getLogger(__name__)
+
+_QUEUE_FRAMES = 16
+_DONE = object()
+
+
+@dataclass
+class IngestStats:
+    """Live progress of one ingest run (read by progress displays and metrics)."""
+
+    stream: str
+    started: float = field(default_factory=time.monotonic)
+    frames_decoded: int = 0
+    frames_stored: int = 0  # by this run
+    committed: int = 0  # in the store, all runs
+    media_start: float | None = None  # media time where this run began
+    ingested_until: float = 0.0  # media time covered by committed frames
+    decode_errors: int = 0
+    reconnects: int = 0
+    gaps: int = 0
+
+    @property
+    def wall_seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def decode_fps(self) -> float:
+        return self.frames_decoded / max(self.wall_seconds, 1e-9)
+
+    @property
+    def realtime_factor(self) -> float:
+        """Media seconds ingested per wall second by this run."""
+        media = self.ingested_until - (self.media_start or 0.0)
+        return media / max(self.wall_seconds, 1e-9)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    stream: str
+    frames: int  # committed in the store
+    new_frames: int  # stored by this run
+    media_seconds: float
+    wall_seconds: float
+    complete: bool
+    lost: str | None
+    decode_errors: int
+    reconnects: int
+
+
+class Ingestor:
+    """Runs one source into one stream of a data directory. :meth:`run` blocks; :meth:`stop` ends it."""
+
+    def __init__(self, settings: LucySettings, source: str, stream: str, *, realtime: bool = False,
+                 on_commit: Callable[[ZarrFrameStore, IngestStats], None] | None = None) -> None:
+        self.settings = settings
+        self.spec = source
+        self.stream = stream
+        self.realtime = realtime
+        self.on_commit = on_commit
+        self.stats = IngestStats(stream)
+        self.store: ZarrFrameStore | None = None
+        self._source: Source | None = None
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._source is not None:
+            self._source.stop()
+
+    def _open(self) -> tuple[Source, float]:
+        data: Path = self.settings.data
+        resume_after = wall_start = None
+        fps = self.settings.levels.finest_fps
+        if (frames_root(data) / self.stream / "zarr.json").is_file():
+            self.store = ZarrFrameStore.open_writer(data, self.stream)
+            held = self.store.attrs["source_id"]
+            description, source_id = source_identity(self.spec)
+            if held != source_id:
+                raise StoreError(f"stream {self.stream!r} already holds another source "
+                                 f"({self.store.attrs['source']}); choose another --stream name")
+            resume_after, wall_start = self.store.attrs["last_time"], self.store.attrs["wall_start"]
+            fps = self.store.attrs["stored_fps"]  # a stream keeps the rate it was created with
+        source = open_source(self.spec, self.settings.ingest, resume_after=resume_after,
+                             wall_start=wall_start, realtime=self.realtime)
+        return source, fps
+
+    def run(self) -> IngestResult:
+        source, fps = self._open()
+        self._source = source
+        if self._stopping.is_set():
+            source.stop()
+        stats = self.stats
+        if self.store is not None:
+            stats.committed = self.store.committed()
+            stats.ingested_until = self.store.info().media_seconds
+            stats.media_start = stats.ingested_until
+        sampler = Sampler(fps, after=None if self.store is None else self.store.attrs["last_time"])
+        items: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_FRAMES)
+        decoder = threading.Thread(target=self._decode, args=(source, sampler, items),
+                                   name=f"decode-{self.stream}", daemon=True)
+        decoder.start()
+        try:
+            self._write(source, fps, items)
+        finally:
+            source.stop()
+            decoder.join(timeout=30)
+        if self.store is not None and not source.live:
+            self.store.mark_finished(complete=source.complete, lost=source.lost)
+        info = self.store.info() if self.store is not None else None
+        return IngestResult(
+            stream=self.stream, frames=info.frames if info else 0, new_frames=stats.frames_stored,
+            media_seconds=info.media_seconds if info else 0.0, wall_seconds=stats.wall_seconds,
+            complete=source.complete, lost=source.lost, decode_errors=source.decode_errors,
+            reconnects=source.reconnects)
+
+    def _decode(self, source: Source, sampler: Sampler, items: queue.Queue[object]) -> None:
+        try:
+            for item in source.frames():
+                if isinstance(item, Frame):
+                    self.stats.frames_decoded += 1
+                    if not sampler.keep(item.time):
+                        continue
+                items.put(item)
+        except BaseException as err:  # handed to the writer, which re-raises it in the caller's thread
+            items.put(err)
+        finally:
+            items.put(_DONE)
+
+    def _write(self, source: Source, fps: float, items: queue.Queue[object]) -> None:
+        s = self.settings.ingest
+        times: list[float] = []
+        frames: list[np.ndarray] = []
+        size: tuple[int, int] | None = None
+        if self.store is not None:
+            size = (self.store.attrs["width"], self.store.attrs["height"])
+        last_commit = time.monotonic()
+
+        def commit() -> None:
+            nonlocal last_commit
+            last_commit = time.monotonic()
+            if not times:
+                return
+            assert self.store is not None
+            if source.live and getattr(source, "wall_start", None) is not None:
+                self.store.set_wall_start(source.wall_start)  # type: ignore[attr-defined]
+            self.stats.committed = self.store.append(np.stack(frames), np.asarray(times))
+            self.stats.frames_stored += len(times)
+            self.stats.ingested_until = times[-1] + 1.0 / fps
+            times.clear()
+            frames.clear()
+            if self.on_commit is not None:
+                self.on_commit(self.store, self.stats)
+
+        while True:
+            try:
+                item = items.get(timeout=max(0.05, s.commit_every_seconds - (time.monotonic() - last_commit)))
+            except queue.Empty:
+                commit()
+                continue
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                commit()
+                raise item
+            if isinstance(item, Gap):
+                commit()
+                assert self.store is not None
+                self.store.add_gap(item)
+                self.stats.gaps += 1
+                self.stats.reconnects = source.reconnects
+                continue
+            assert isinstance(item, Frame)
+            if size is None:
+                size = fit_size(item.video.width, item.video.height, s.frame_width, s.frame_height)
+                description, source_id = source_identity(self.spec)
+                self.store = ZarrFrameStore.create(
+                    self.settings.data, self.stream, source=description, source_id=source_id,
+                    live=source.live, width=size[0], height=size[1], stored_fps=fps,
+                    codec=s.codec, quality=s.jpeg_quality)
+            if self.stats.media_start is None:
+                self.stats.media_start = item.time
+            frames.append(item.video.to_ndarray(format="rgb24", width=size[0], height=size[1]))
+            times.append(item.time)
+            self.stats.decode_errors = source.decode_errors
+            if len(times) >= s.commit_every_frames or time.monotonic() - last_commit >= s.commit_every_seconds:
+                commit()
+        commit()
+        self.stats.decode_errors = source.decode_errors
+        self.stats.reconnects = source.reconnects

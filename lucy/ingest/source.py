@@ -1,0 +1,331 @@
+"""Sources: open a file or a live stream with PyAV and yield decoded frames on a monotonic media clock.
+
+- Files decode as fast as the machine allows (or paced with ``realtime``); a damaged file yields what decodes
+  and reports what was lost.
+- Live streams (``rtsp://``, and ``http(s)://`` without a known duration, e.g. live HLS) reconnect with
+  exponential backoff. Media time is anchored to the wall clock at the stream's start, so time spent
+  disconnected shows up as a :class:`Gap` and media time never runs backwards.
+- URLs are shown redacted (``user:***@``) everywhere; FFmpeg's own error text is never printed with the URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import av
+import av.error
+
+from lucy.config import IngestSettings
+from lucy.errors import SourceError
+from lucy.ingest.frames import Gap
+
+log = logging.getLogger(__name__)
+
+LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*)(?::[^@/\s]*)?@")
+# A pts jump backwards by more than this (seconds) is a timestamp reset, not reordering noise.
+_RESET_JUMP = 1.0
+
+
+def redact_url(text: str) -> str:
+    """Hide credentials of every URL in ``text``: ``rtsp://user:pw@host`` -> ``rtsp://user:***@host``."""
+    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@" if m["user"] else f"{m['scheme']}***@", text)
+
+
+class RedactingFilter(logging.Filter):
+    """Attach to log handlers so that no log line carries stream credentials."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact_url(record.getMessage())
+        record.args = None
+        return True
+
+
+@dataclass(slots=True)
+class Frame:
+    """A decoded frame and its media time (seconds from the stream's start)."""
+
+    time: float
+    video: av.VideoFrame
+
+
+def _ffmpeg_reason(err: BaseException) -> str:
+    """FFmpeg's error without the file name it embeds (which may hold credentials)."""
+    if isinstance(err, av.error.FFmpegError) or isinstance(err, OSError):
+        reason = err.strerror or type(err).__name__
+    else:
+        reason = str(err) or type(err).__name__
+    return redact_url(reason)
+
+
+def source_identity(spec: str) -> tuple[str, str]:
+    """``(description, source_id)`` of a source spec: the redacted text to show, and what resume compares."""
+    if "://" not in spec or spec.lower().startswith("file://"):
+        path = urlsplit(spec).path if "://" in spec else spec
+        return path, str(Path(path).resolve())
+    parts = urlsplit(spec)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return redact_url(spec), urlunsplit((parts.scheme.lower(), host, parts.path, parts.query, ""))
+
+
+class Source(ABC):
+    """A video source. Iterate :meth:`frames`; call :meth:`stop` from another thread to end it early."""
+
+    description: str  # redacted, safe to show
+    source_id: str  # identifies the source across runs (resume refuses a different one)
+    live: bool
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self.decode_errors = 0
+        self.lost: str | None = None  # what could not be decoded, once iteration ended
+        self.complete = False  # the source was read to its end
+        self.reconnects = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    @abstractmethod
+    def frames(self) -> Iterator[Frame | Gap]:
+        """Decoded frames in media-time order, with a :class:`Gap` wherever a live stream was down."""
+
+    def _decode(self, container: av.container.InputContainer, stream: av.VideoStream) -> Iterator[av.VideoFrame]:
+        """Decode packet by packet so that one corrupt packet costs one packet, not the stream."""
+        for packet in container.demux(stream):
+            if self.stopped:
+                return
+            try:
+                yield from packet.decode()
+            except av.error.InvalidDataError:
+                self.decode_errors += 1
+
+
+class _MediaClock:
+    """Maps frame timestamps to one monotonic media time: ``t = frame_time + offset``."""
+
+    def __init__(self, last: float | None, offset: float = 0.0) -> None:
+        self.last = last
+        self.offset = offset
+
+    def anchor(self, frame_time: float, media_time: float) -> None:
+        """Show ``frame_time`` at ``media_time`` (or just after the last frame, if that is later)."""
+        floor = -math.inf if self.last is None else self.last + 1e-3
+        self.offset = max(media_time, floor) - frame_time
+
+    def __call__(self, frame_time: float) -> float | None:
+        t = frame_time + self.offset
+        if self.last is not None and t <= self.last:
+            if self.last - t < _RESET_JUMP:
+                return None  # duplicate or slightly out-of-order timestamp: drop the frame
+            self.anchor(frame_time, self.last + 1e-3)  # timestamps were reset: continue after the last frame
+            t = frame_time + self.offset
+        self.last = t
+        return t
+
+
+def _frame_time(frame: av.VideoFrame) -> float | None:
+    return None if frame.pts is None or frame.time_base is None else float(frame.pts * frame.time_base)
+
+
+def _video_stream(container: av.container.InputContainer, what: str, threads: int) -> av.VideoStream:
+    if not container.streams.video:
+        container.close()
+        raise SourceError(f"{what} has no video stream")
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    if threads:
+        stream.codec_context.thread_count = threads
+    return stream
+
+
+class FileSource(Source):
+    """A local file in any container and codec FFmpeg reads (or a finite network resource)."""
+
+    live = False
+
+    def __init__(self, path: str, settings: IngestSettings, *, resume_after: float | None = None,
+                 realtime: bool = False) -> None:
+        super().__init__()
+        self.path = path
+        self.description, self.source_id = source_identity(path)
+        is_url = "://" in path
+        self._settings = settings
+        self._resume_after = resume_after
+        self._realtime = realtime
+        if not is_url and not os.path.exists(path):
+            raise SourceError(f"no such file: {path}")
+        if not is_url and os.path.isdir(path):
+            raise SourceError(f"{path} is a directory, not a video file")
+        try:
+            self._container = av.open(path, timeout=(settings.connect_timeout_seconds, settings.read_timeout_seconds))
+        except (av.error.FFmpegError, OSError) as err:
+            raise SourceError(f"cannot read {self.description} as video: {_ffmpeg_reason(err)}") from None
+        self._stream = _video_stream(self._container, self.description, settings.decode_threads)
+
+    def _expected_duration(self) -> float | None:
+        s = self._stream
+        if s.duration is not None and s.time_base is not None:
+            return float(s.duration * s.time_base)
+        if self._container.duration is not None:
+            return self._container.duration / 1e6
+        return None
+
+    def frames(self) -> Iterator[Frame | Gap]:
+        stream = self._stream
+        start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
+        clock = _MediaClock(None, offset=-start)
+        if self._resume_after is not None and self._resume_after > 1.0:
+            # Jump to the keyframe before the resume point; frames up to it are skipped below.
+            target = self._resume_after + start - 1.0
+            try:
+                self._container.seek(int(target / stream.time_base), stream=stream, backward=True)
+            except av.error.FFmpegError:
+                pass  # not seekable: decode from the start and skip
+        paced_from: tuple[float, float] | None = None
+        last = None
+        try:
+            for video in self._decode(self._container, stream):
+                ft = _frame_time(video)
+                if ft is None:
+                    self.decode_errors += 1
+                    continue
+                t = clock(ft)
+                if t is None or (self._resume_after is not None and t <= self._resume_after):
+                    continue
+                if self._realtime:
+                    if paced_from is None:
+                        paced_from = (time.monotonic(), t)
+                    delay = paced_from[0] + (t - paced_from[1]) - time.monotonic()
+                    if delay > 0 and self._stop.wait(delay):
+                        return
+                last = t
+                yield Frame(t, video)
+        except (av.error.FFmpegError, OSError) as err:
+            self.lost = f"reading stopped early: {_ffmpeg_reason(err)}"
+        finally:
+            self._container.close()
+        if self.stopped:
+            return
+        self.complete = self.lost is None
+        expected = self._expected_duration()
+        reached = last if last is not None else (self._resume_after or 0.0)
+        rate = float(stream.average_rate) if stream.average_rate else 0.0
+        slack = max(1.0, 2.0 / rate) if rate else 1.0
+        if expected is not None and reached + slack < expected:
+            self.complete = False
+            self.lost = (f"source ends early: decoded up to {reached:.1f} s of {expected:.1f} s "
+                         f"({expected - reached:.1f} s lost)")
+        if self.decode_errors and self.lost is None:
+            self.lost = f"{self.decode_errors} damaged packets skipped"
+
+
+class LiveSource(Source):
+    """An RTSP or HTTP(S)/HLS live stream, reconnected with exponential backoff when it drops."""
+
+    live = True
+
+    def __init__(self, url: str, settings: IngestSettings, *, last_time: float | None = None,
+                 wall_start: float | None = None) -> None:
+        super().__init__()
+        self.url = url
+        self.description, self.source_id = source_identity(url)
+        self._settings = settings
+        self._clock = _MediaClock(last_time)
+        self.wall_start = wall_start  # set at the first frame of a new stream
+
+    def _open(self) -> av.container.InputContainer:
+        s = self._settings
+        options: dict[str, str] = {}
+        scheme = urlsplit(self.url).scheme
+        if scheme.startswith("rtsp"):
+            options = {"rtsp_transport": "tcp", "timeout": str(int(s.read_timeout_seconds * 1e6))}
+        else:
+            options = {"rw_timeout": str(int(s.read_timeout_seconds * 1e6)), "reconnect": "0"}
+        return av.open(self.url, options=options, timeout=(s.connect_timeout_seconds, s.read_timeout_seconds))
+
+    def frames(self) -> Iterator[Frame | Gap]:
+        s = self._settings
+        delay = s.reconnect_initial_seconds
+        down_since: float | None = None
+        ever_connected = False
+        reason = "ingest restarted"
+        while not self.stopped:
+            try:
+                container = self._open()
+                stream = _video_stream(container, self.description, s.decode_threads)
+            except (av.error.FFmpegError, OSError) as err:
+                if not ever_connected and self._clock.last is None:
+                    raise SourceError(f"cannot connect to {self.description}: {_ffmpeg_reason(err)}") from None
+                down_since = down_since or time.monotonic()
+                if s.reconnect_give_up_seconds and time.monotonic() - down_since > s.reconnect_give_up_seconds:
+                    self.lost = f"stream down for over {s.reconnect_give_up_seconds:.0f} s: {_ffmpeg_reason(err)}"
+                    return
+                log.warning("reconnecting to %s in %.1f s (%s)", self.description, delay, _ffmpeg_reason(err))
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, s.reconnect_max_seconds)
+                continue
+            if ever_connected:
+                self.reconnects += 1
+            ever_connected, down_since, delay = True, None, s.reconnect_initial_seconds
+            first = True
+            try:
+                for video in self._decode(container, stream):
+                    ft = _frame_time(video)
+                    if ft is None:
+                        continue
+                    if first:
+                        now = time.time()
+                        if self.wall_start is None:
+                            self.wall_start = now
+                        before = self._clock.last
+                        self._clock.anchor(ft, now - self.wall_start)
+                        t = self._clock(ft)
+                        if before is not None and t is not None:
+                            yield Gap(before, t, reason)
+                        first = False
+                    else:
+                        t = self._clock(ft)
+                    if t is not None:
+                        yield Frame(t, video)
+                reason = "stream ended"
+            except (av.error.FFmpegError, OSError) as err:
+                reason = f"stream dropped: {_ffmpeg_reason(err)}"
+            finally:
+                container.close()
+            if not self.stopped:
+                log.warning("%s: %s; reconnecting", self.description, reason)
+
+
+def open_source(spec: str, settings: IngestSettings, *, resume_after: float | None = None,
+                wall_start: float | None = None, realtime: bool = False) -> Source:
+    """Pick the source type from ``spec``: a path, ``rtsp://``, or ``http(s)://`` (live when unbounded)."""
+    scheme = urlsplit(spec).scheme.lower() if "://" in spec else ""
+    if not scheme:
+        return FileSource(spec, settings, resume_after=resume_after, realtime=realtime)
+    if scheme == "file":
+        return FileSource(urlsplit(spec).path, settings, resume_after=resume_after, realtime=realtime)
+    if scheme not in LIVE_SCHEMES:
+        raise SourceError(f"unsupported source scheme {scheme!r}: use a file path, rtsp://, http:// or https://")
+    if scheme in ("http", "https"):
+        probe = FileSource(spec, settings, resume_after=resume_after, realtime=realtime)
+        if probe._expected_duration() is not None:
+            return probe  # a finite resource (a file or a VOD playlist over HTTP)
+        probe._container.close()
+    return LiveSource(spec, settings, last_time=resume_after, wall_start=wall_start)

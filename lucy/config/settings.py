@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -50,6 +50,59 @@ class IngestSettings(_Section):
     decode_threads: int = Field(0, ge=0, le=64, description="FFmpeg decoder threads (0: automatic).")
 
 
+DEFAULT_COARSE_INSTRUCTION = (
+    "Describe this video clip in full detail: the setting, the people and objects with their colours and "
+    "counts, what happens and in what order, and transcribe every piece of on-screen text exactly."
+)
+
+
+class OpenAICaptionerSettings(_Section):
+    """An OpenAI-compatible vision-language endpoint (vLLM serving Qwen2.5-VL, or a hosted API)."""
+
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="Base URL of the OpenAI-compatible API.")
+    model: str = Field("Qwen/Qwen2.5-VL-7B-Instruct", description="Model name sent with each request.")
+    api_key: SecretStr = Field(SecretStr("EMPTY"), description="API key (never logged).")
+    send_as: Literal["images", "video"] = Field(
+        "images", description="Frames as JPEG image parts, or as one base64 video part (vLLM).")
+    max_frames: int = Field(32, ge=1, le=768, description="Most frames sent in one request.")
+    image_max_side: int = Field(448, ge=64, le=2048, description="Frames are shrunk to fit this side (px).")
+    timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Per-request timeout.")
+    max_retries: int = Field(3, ge=0, le=20, description="Retries on 429, 5xx, timeouts, connection errors.")
+    max_tokens: int = Field(1024, ge=16, le=32_768, description="Most tokens a caption may use.")
+
+
+class PixelsCaptionerSettings(_Section):
+    """The embedded CPU captioner (OCR, colours, motion, scene cuts): no model needed."""
+
+    ocr: bool = Field(True, description="Read on-screen text with Tesseract.")
+    coarse_max_frames: int = Field(4, ge=1, le=64, description="Frames a coarse caption looks at.")
+    coarse_scale: float = Field(
+        0.5, gt=0, le=1, description="Coarse captions see frames shrunk by this factor (lossy by design).")
+
+
+class VllmCaptionerSettings(_Section):
+    """vLLM in-process on a GPU (extra ``lucy[gpu]``)."""
+
+    model: str = Field("Qwen/Qwen2.5-VL-7B-Instruct", description="Model to load (local path or name).")
+    max_model_len: int = Field(32_768, ge=1024, le=1_048_576, description="Context length.")
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1, description="Share of GPU memory vLLM may use.")
+    max_frames: int = Field(32, ge=1, le=768, description="Most frames per clip.")
+    max_tokens: int = Field(1024, ge=16, le=32_768, description="Most tokens a caption may use.")
+
+
+class CaptionerSettings(_Section):
+    """Which captioner builds memory, and how hard it may be pushed."""
+
+    backend: Literal["pixels", "openai", "vllm", "none"] = Field(
+        "pixels", description="pixels (CPU, no model), openai (any compatible server), vllm (in-process GPU).")
+    coarse_instruction: str = Field(DEFAULT_COARSE_INSTRUCTION, min_length=1, max_length=4000,
+                                    description="Instruction for question-independent coarse captions.")
+    max_in_flight: int = Field(4, ge=1, le=256, description="Caption requests running at once.")
+    openai: OpenAICaptionerSettings = Field(default_factory=OpenAICaptionerSettings)
+    pixels: PixelsCaptionerSettings = Field(default_factory=PixelsCaptionerSettings)
+    vllm: VllmCaptionerSettings = Field(default_factory=VllmCaptionerSettings)
+
+
 class LucySettings(BaseSettings):
     """Everything Lucy can be told. Nested sections map to TOML tables and ``LUCY_SECTION__KEY`` variables."""
 
@@ -59,6 +112,7 @@ class LucySettings(BaseSettings):
     data: Path = Field(Path("lucy-data"), description="Data directory (frame store and memory).")
     preset: str = Field("live", description=f"Memory-level table, one of: {', '.join(PRESETS)}.")
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    captioner: CaptionerSettings = Field(default_factory=CaptionerSettings)
 
     @field_validator("preset")
     @classmethod

@@ -103,6 +103,123 @@ class CaptionerSettings(_Section):
     vllm: VllmCaptionerSettings = Field(default_factory=VllmCaptionerSettings)
 
 
+class MemorySettings(_Section):
+    """The memory store (SQLite) and the continuous coarse-caption builder that fills it during ingest."""
+
+    busy_timeout_seconds: float = Field(
+        30.0, gt=0, le=600, description="How long a memory write waits for another process's write to finish.")
+    queue_spans: int = Field(
+        64, ge=1, le=100_000,
+        description="Closed coarse spans queued for captioning at once (the rest wait in the frame store).")
+    caption_timeout_seconds: float = Field(
+        600.0, gt=0, le=3600, description="A caption taking longer than this counts as a failure and is retried.")
+    retry_initial_seconds: float = Field(
+        1.0, gt=0, le=600, description="First wait before retrying a span whose caption failed.")
+    retry_max_seconds: float = Field(
+        60.0, gt=0, le=3600, description="Cap of the exponential backoff between caption retries.")
+    drain_give_up_seconds: float = Field(
+        30.0, ge=0, le=86_400,
+        description="At the end of a file, stop waiting for the caption backlog once the captioner has failed "
+                    "for this long without a success (the rest is captioned on the next run).")
+
+    @field_validator("retry_max_seconds")
+    @classmethod
+    def _backoff_grows(cls, value: float, info: Any) -> float:
+        initial = info.data.get("retry_initial_seconds")
+        if initial is not None and value < initial:
+            raise ValueError(f"retry_max_seconds ({value}) is below retry_initial_seconds ({initial})")
+        return value
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.strip().lower() in ("localhost", "localhost.", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+class ServiceSettings(_Section):
+    """``lucy serve``: the HTTP API, the dashboard and the streams it ingests."""
+
+    host: str = Field("127.0.0.1", min_length=1, max_length=253,
+                      description="Address to bind. Any address but loopback needs api_token.")
+    port: int = Field(8321, ge=1, le=65_535, description="TCP port to listen on.")
+    api_token: SecretStr | None = Field(
+        None, validate_default=True, min_length=16, max_length=4096,
+        description="Bearer token required on every endpoint but /healthz and /readyz (never logged). "
+                    "Required to bind an address other than loopback.")
+    max_streams: int = Field(16, ge=1, le=1024, description="Streams one server ingests at once.")
+    allowed_source_roots: list[Path] = Field(
+        default_factory=list, max_length=64,
+        description="Directories local video files may be read from through the API (empty: any path).")
+    resume_streams: bool = Field(True, description="Restart the streams that were running when the server stopped.")
+    max_question_chars: int = Field(2000, ge=16, le=100_000, description="Longest question accepted (characters).")
+    max_options: int = Field(16, ge=0, le=64, description="Most answer options a multiple-choice question may have.")
+    max_concurrent_questions: int = Field(
+        4, ge=1, le=256, description="Questions answered at once; more wait their turn (none is refused).")
+    question_timeout_seconds: float = Field(
+        900.0, gt=0, le=86_400, description="A question not answered in this time fails with 504.")
+    ingest_nice: int = Field(
+        10, ge=0, le=19,
+        description="Scheduling niceness (Linux) of ingest and background-captioning threads, so that questions "
+                    "stay fast while streams ingest at full speed (0: same priority as questions).")
+    stats_interval_seconds: float = Field(
+        2.0, ge=0.1, le=300, description="How often stream figures are sampled for the dashboard and MQTT.")
+    history_points: int = Field(
+        900, ge=10, le=100_000, description="Samples of stream figures kept for the dashboard's charts.")
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_for_public_bind(cls, value: SecretStr | None, info: Any) -> SecretStr | None:
+        host = info.data.get("host")
+        if host is not None and value is None and not is_loopback_host(host):
+            raise ValueError(f"refusing to serve on {host!r} without an API token: set service.api_token "
+                             f"(LUCY_SERVICE__API_TOKEN) or bind 127.0.0.1")
+        return value
+
+
+class MqttSettings(_Section):
+    """The MQTT bridge of ``lucy serve``: questions in, answers, captions and stream status out."""
+
+    enabled: bool = Field(False, description="Connect to the broker when the server starts.")
+    url: str = Field("mqtt://127.0.0.1:1883", min_length=8, max_length=1024,
+                     description="Broker: mqtt://host[:port] or mqtts://host[:port] (TLS). No credentials here.")
+    username: str | None = Field(None, min_length=1, max_length=256, description="Broker user name.")
+    password: SecretStr | None = Field(None, max_length=4096, description="Broker password (never logged).")
+    client_id: str = Field("lucy", min_length=1, max_length=128, description="MQTT client id.")
+    topic_prefix: str = Field("lucy", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_\-/]+$",
+                              description="Topics are <prefix>/<stream>/{questions,answers,captions,status}.")
+    qos: int = Field(1, ge=0, le=2, description="Quality of service of published and subscribed messages.")
+    keepalive_seconds: int = Field(30, ge=5, le=3600, description="MQTT keep-alive interval.")
+    tls_ca_file: Path | None = Field(None, description="CA bundle to verify the broker (mqtts://).")
+    tls_cert_file: Path | None = Field(None, description="Client certificate (mutual TLS).")
+    tls_key_file: Path | None = Field(None, description="Client private key (mutual TLS).")
+    tls_insecure: bool = Field(False, description="Skip broker host-name verification (testing only).")
+    reconnect_initial_seconds: float = Field(0.5, gt=0, le=60, description="First wait before reconnecting.")
+    reconnect_max_seconds: float = Field(30.0, gt=0, le=3600, description="Cap of the reconnect backoff.")
+
+    @field_validator("url")
+    @classmethod
+    def _broker_url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+            raise ValueError("broker url must look like mqtt://host[:port] or mqtts://host[:port]")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("put broker credentials in mqtt.username / mqtt.password, not in the url")
+        try:
+            parts.port  # noqa: B018  (raises on a bad port)
+        except ValueError as err:
+            raise ValueError(f"bad broker port: {err}") from None
+        return value
+
+
 class LucySettings(BaseSettings):
     """Everything Lucy can be told. Nested sections map to TOML tables and ``LUCY_SECTION__KEY`` variables."""
 
@@ -113,6 +230,9 @@ class LucySettings(BaseSettings):
     preset: str = Field("live", description=f"Memory-level table, one of: {', '.join(PRESETS)}.")
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     captioner: CaptionerSettings = Field(default_factory=CaptionerSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    mqtt: MqttSettings = Field(default_factory=MqttSettings)
 
     @field_validator("preset")
     @classmethod

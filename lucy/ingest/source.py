@@ -190,6 +190,7 @@ class FileSource(Source):
         stream = self._stream
         start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
         clock = _MediaClock(None, offset=-start)
+        expected = self._expected_duration()
         if self._resume_after is not None and self._resume_after > 1.0:
             # Jump to the keyframe before the resume point; frames up to it are skipped below.
             target = self._resume_after + start - 1.0
@@ -223,7 +224,6 @@ class FileSource(Source):
         if self.stopped:
             return
         self.complete = self.lost is None
-        expected = self._expected_duration()
         reached = last if last is not None else (self._resume_after or 0.0)
         rate = float(stream.average_rate) if stream.average_rate else 0.0
         slack = max(1.0, 2.0 / rate) if rate else 1.0

@@ -161,17 +161,16 @@ def write_video(
             stream.options = {"preset": preset}
         if gop is not None:
             stream.codec_context.gop_size = gop
-        t = 0.0
-        while t < duration:
+        t, index = 0.0, 0
+        while t < duration - 1e-9:
             frame = av.VideoFrame.from_ndarray(painter(t), format="rgb24")
             frame.pts = round(t / time_base)
             frame.time_base = time_base
             for packet in stream.encode(frame):
                 container.mux(packet)
-            step = 1.0 / fps
-            if vfr:
-                step *= rng.choice((0.3, 0.5, 1.0, 1.0, 2.0, 3.0))
-            t += step
+            index += 1
+            # Constant rate: exact times from the frame index (no drift); variable: random steps.
+            t = t + rng.choice((0.3, 0.5, 1.0, 1.0, 2.0, 3.0)) / fps if vfr else index / fps
             if progress is not None:
                 progress(t)
         for packet in stream.encode():

@@ -1,0 +1,5 @@
+import sys
+
+from lucy.cli import main
+
+sys.exit(main())

@@ -1,0 +1,330 @@
+"""The memory store on SQLite: ``<data>/memory.sqlite``, one database per data directory.
+
+Concurrency (one ingest process writing, several question processes reading and writing at once):
+
+- WAL journal: readers never block the writer and see only committed transactions, so a reader never sees a
+  node that is not fully written.
+- Every write is one ``BEGIN IMMEDIATE`` transaction: it takes the write lock up front and waits for it (busy
+  timeout) instead of failing half-way when two processes race to upgrade a read into a write.
+- One connection per thread (and per process: a forked child opens its own), so callers may use the store
+  from worker threads without sharing a connection.
+
+Schema changes are an ordered list of migrations, applied at open inside one write transaction and recorded
+in ``PRAGMA user_version``; a database from any earlier release is brought up to date, a newer one refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from lucy.config import LucySettings
+from lucy.errors import StoreError
+from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
+from lucy.memory.store import MemoryStore
+
+DB_NAME = "memory.sqlite"
+
+_NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
+
+
+def _v1_nodes_and_questions(db: sqlite3.Connection) -> None:
+    """First release: nodes and the question/answer history."""
+    db.execute("""
+        CREATE TABLE nodes (
+            id          INTEGER PRIMARY KEY,
+            stream      TEXT    NOT NULL,
+            level       TEXT    NOT NULL,
+            start       REAL    NOT NULL,
+            "end"       REAL    NOT NULL,
+            text        TEXT    NOT NULL,
+            instruction TEXT    NOT NULL DEFAULT '',
+            origin      TEXT    NOT NULL DEFAULT 'ingest',
+            parent      INTEGER REFERENCES nodes(id) ON DELETE SET NULL,
+            model       TEXT    NOT NULL DEFAULT '',
+            created     REAL    NOT NULL,
+            CHECK ("end" > start)
+        )""")
+    db.execute("CREATE INDEX nodes_stream_level_start ON nodes(stream, level, start)")
+    db.execute("""
+        CREATE TABLE questions (
+            id       INTEGER PRIMARY KEY,
+            stream   TEXT NOT NULL,
+            question TEXT NOT NULL,
+            options  TEXT NOT NULL DEFAULT '[]',
+            horizon  REAL NOT NULL DEFAULT 0,
+            asked    REAL NOT NULL,
+            answer   TEXT,
+            answered REAL
+        )""")
+    db.execute("CREATE INDEX questions_stream_id ON questions(stream, id)")
+
+
+def _v2_fulltext(db: sqlite3.Connection) -> None:
+    """Full-text index over node text (FTS5, external content kept in sync by triggers); built from the nodes
+    already stored. Ingest nodes become unique per (stream, level, start), so a span is captioned once."""
+    db.execute("""
+        CREATE VIRTUAL TABLE nodes_fts USING fts5(
+            text, content='nodes', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')""")
+    db.execute("""
+        CREATE TRIGGER nodes_fts_insert AFTER INSERT ON nodes BEGIN
+            INSERT INTO nodes_fts(rowid, text) VALUES (new.id, new.text);
+        END""")
+    db.execute("""
+        CREATE TRIGGER nodes_fts_delete AFTER DELETE ON nodes BEGIN
+            INSERT INTO nodes_fts(nodes_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END""")
+    db.execute("""
+        CREATE TRIGGER nodes_fts_update AFTER UPDATE OF text ON nodes BEGIN
+            INSERT INTO nodes_fts(nodes_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO nodes_fts(rowid, text) VALUES (new.id, new.text);
+        END""")
+    db.execute("INSERT INTO nodes_fts(nodes_fts) VALUES ('rebuild')")
+    # A release without this index could have stored one span twice: keep the newest caption of each.
+    db.execute("""
+        DELETE FROM nodes WHERE origin = 'ingest' AND id NOT IN (
+            SELECT MAX(id) FROM nodes WHERE origin = 'ingest' GROUP BY stream, level, start)""")
+    db.execute("""
+        CREATE UNIQUE INDEX nodes_ingest_span ON nodes(stream, level, start) WHERE origin = 'ingest'""")
+
+
+# Migration i brings a database from user_version i to i + 1. Append only; never edit a released step.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_nodes_and_questions, _v2_fulltext]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(text: str) -> str:
+    """A user's free text as an FTS5 query that cannot raise: every word quoted, words joined by OR.
+
+    FTS5 syntax in questions (``AND``, ``NEAR(``, ``"``, ``*``, ``col:``, ``-``) is matched as plain words.
+    Returns "" when the text has no words.
+    """
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))  # dedupe, keep order
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def _row_node(row: sqlite3.Row | tuple) -> MemoryNode:
+    id_, stream, level, start, end, text, instruction, origin, parent, model, created = row[:11]
+    return MemoryNode(stream=stream, level=level, start=start, end=end, text=text, instruction=instruction,
+                      origin=origin, parent=parent, model=model, created=created, id=id_)
+
+
+class SQLiteMemoryStore(MemoryStore):
+    """Memory of every stream of one data directory, in ``<data>/memory.sqlite``."""
+
+    def __init__(self, path: Path, *, busy_timeout_seconds: float = 30.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout_seconds
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        self._closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._migrate(self._db())
+
+    @classmethod
+    def for_data(cls, settings: LucySettings) -> SQLiteMemoryStore:
+        """The store of ``settings.data``."""
+        return cls(Path(settings.data) / DB_NAME, busy_timeout_seconds=settings.memory.busy_timeout_seconds)
+
+    # ----------------------------------------------------------------------------------- connections
+
+    def _db(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"memory store {self.path} is closed")
+        if self._pid != os.getpid():  # a forked child must not use its parent's connections
+            self._pid = os.getpid()
+            self._local = threading.local()
+            self._connections = []
+            self._lock = threading.Lock()
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                                     check_same_thread=False)  # used by its own thread; closed by close()
+                db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.DatabaseError as err:
+                raise StoreError(f"cannot open memory store {self.path}: {err}") from None
+            if mode.lower() != "wal":
+                raise StoreError(f"memory store {self.path}: cannot use WAL journal (got {mode!r})")
+            db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; never corrupt in WAL
+            db.execute("PRAGMA foreign_keys = ON")
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    def _write(self) -> _WriteTransaction:
+        return _WriteTransaction(self._db())
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        with _WriteTransaction(db):  # concurrent openers serialise here; the second sees the work done
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"memory store {self.path} has schema version {version}, newer than this "
+                                 f"Lucy understands ({SCHEMA_VERSION}); upgrade Lucy")
+            for step in range(version, SCHEMA_VERSION):
+                MIGRATIONS[step](db)
+                db.execute(f"PRAGMA user_version = {step + 1}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._db().execute("PRAGMA user_version").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+            self._closed = True
+        for db in connections:
+            try:
+                db.close()
+            except sqlite3.ProgrammingError:
+                pass
+
+    # ----------------------------------------------------------------------------------- nodes
+
+    _INSERT = (f'INSERT INTO nodes (stream, level, start, "end", text, instruction, origin, parent, model, created) '
+               f'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
+               # One ingest node per span: a second caption of the same span replaces the first (same id).
+               f"ON CONFLICT (stream, level, start) WHERE origin = '{INGEST_ORIGIN}' DO UPDATE SET "
+               f'"end" = excluded."end", text = excluded.text, instruction = excluded.instruction, '
+               f'parent = excluded.parent, model = excluded.model, created = excluded.created '
+               f'RETURNING id, created')
+
+    def _insert(self, db: sqlite3.Connection, node: MemoryNode) -> MemoryNode:
+        if not node.end > node.start:
+            raise ValueError(f"node span [{node.start}, {node.end}) is empty")
+        created = node.created or time.time()
+        id_, created = db.execute(self._INSERT, (
+            node.stream, node.level, float(node.start), float(node.end), node.text, node.instruction,
+            node.origin, node.parent, node.model, created)).fetchone()
+        return MemoryNode(stream=node.stream, level=node.level, start=float(node.start), end=float(node.end),
+                          text=node.text, instruction=node.instruction, origin=node.origin, parent=node.parent,
+                          model=node.model, created=created, id=id_)
+
+    def add(self, node: MemoryNode) -> MemoryNode:
+        """Store a node. An ingest node for a span already held (same stream, level, start) replaces it."""
+        with self._write() as db:
+            return self._insert(db, node)
+
+    def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+        with self._write() as db:
+            return [self._insert(db, node) for node in nodes]
+
+    @staticmethod
+    def _where(stream: str, level: str | None, start: float | None, end: float | None,
+               origin: str | None, alias: str = "") -> tuple[str, list[object]]:
+        p = f"{alias}." if alias else ""
+        clauses, params = [f"{p}stream = ?"], [stream]
+        if level is not None:
+            clauses.append(f"{p}level = ?")
+            params.append(level)
+        if end is not None:  # overlap with [start, end): node.start < end and node.end > start
+            clauses.append(f"{p}start < ?")
+            params.append(float(end))
+        if start is not None:
+            clauses.append(f'{p}"end" > ?')
+            params.append(float(start))
+        if origin is not None:
+            clauses.append(f"{p}origin = ?")
+            params.append(origin)
+        return " AND ".join(clauses), params
+
+    def nodes(self, stream: str, *, level: str | None = None, start: float | None = None,
+              end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
+        where, params = self._where(stream, level, start, end, origin)
+        sql = f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY start, level, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [_row_node(r) for r in self._db().execute(sql, params)]
+
+    def node(self, node_id: int) -> MemoryNode | None:
+        row = self._db().execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        return None if row is None else _row_node(row)
+
+    def count(self, stream: str, *, level: str | None = None, origin: str | None = None) -> int:
+        where, params = self._where(stream, level, None, None, origin)
+        return int(self._db().execute(f"SELECT COUNT(*) FROM nodes WHERE {where}", params).fetchone()[0])
+
+    def streams(self) -> list[str]:
+        return [r[0] for r in self._db().execute("SELECT DISTINCT stream FROM nodes ORDER BY stream")]
+
+    def search(self, stream: str, text: str, *, level: str | None = None, start: float | None = None,
+               end: float | None = None, limit: int = 20) -> list[tuple[MemoryNode, float]]:
+        query = fts_query(text)
+        if not query:
+            return []
+        where, params = self._where(stream, level, start, end, None, alias="n")
+        cols = ", ".join(f"n.{c.strip()}" for c in _NODE_COLUMNS.split(","))
+        # bm25() is lower-is-better (negative); the score returned is its negation, so higher is better.
+        sql = (f"SELECT {cols}, bm25(nodes_fts) AS rank FROM nodes_fts JOIN nodes n ON n.id = nodes_fts.rowid "
+               f"WHERE nodes_fts MATCH ? AND {where} ORDER BY rank, n.start LIMIT ?")
+        rows = self._db().execute(sql, [query, *params, int(limit)]).fetchall()
+        return [(_row_node(r), -float(r[11])) for r in rows]
+
+    def captioned_until(self, stream: str, level: str = "coarse") -> float:
+        rows = self._db().execute(
+            'SELECT start, "end" FROM nodes WHERE stream = ? AND level = ? AND origin = ? ORDER BY start',
+            (stream, level, INGEST_ORIGIN))
+        until = 0.0
+        for start, end in rows:
+            if start > until + 1e-6:
+                break
+            until = max(until, end)
+        return until
+
+    # ----------------------------------------------------------------------------------- questions
+
+    def add_question(self, stream: str, question: str, options: Sequence[str] = (), horizon: float = 0.0) -> int:
+        with self._write() as db:
+            cur = db.execute("INSERT INTO questions (stream, question, options, horizon, asked) VALUES (?, ?, ?, ?, ?)",
+                             (stream, question, json.dumps(list(options)), float(horizon), time.time()))
+            return int(cur.lastrowid)
+
+    def set_answer(self, question_id: int, answer: dict[str, object]) -> None:
+        with self._write() as db:
+            cur = db.execute("UPDATE questions SET answer = ?, answered = ? WHERE id = ?",
+                             (json.dumps(answer), time.time(), question_id))
+            if cur.rowcount == 0:
+                raise KeyError(f"no question with id {question_id}")
+
+    def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
+        rows = self._db().execute(
+            "SELECT id, question, options, horizon, asked, answer, answered FROM questions "
+            "WHERE stream = ? ORDER BY id DESC LIMIT ?", (stream, int(limit)))
+        return [{"id": id_, "stream": stream, "question": q, "options": json.loads(opts), "horizon": horizon,
+                 "asked": asked, "answer": None if answer is None else json.loads(answer), "answered": answered}
+                for id_, q, opts, horizon, asked, answer, answered in rows]
+
+
+class _WriteTransaction:
+    """``with`` block around one ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, kind: object, error: object, tb: object) -> None:
+        if kind is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+
+
+def open_memory(settings: LucySettings) -> SQLiteMemoryStore:
+    """The memory store of a data directory (created on first use)."""
+    return SQLiteMemoryStore.for_data(settings)

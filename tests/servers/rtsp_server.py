@@ -1,0 +1,104 @@
+"""A small real RTSP server for Lucy's live-stream tests (GStreamer's gst-rtsp-server).
+
+Run it with Debian's system Python, which has ``python3-gi`` and ``gir1.2-gst-rtsp-server-1.0`` (a virtual
+environment usually does not)::
+
+    /usr/bin/python3 tests/servers/rtsp_server.py --port 8554 [--path /cam] [--user U --password P] [--file F]
+
+It serves H.264 over RTSP: by default a live test pattern (a moving ball with the running time drawn on it,
+encoded with x264 at low latency and a keyframe every ``--key-int`` frames), or the H.264 video track of an MP4
+file given with ``--file``. With ``--user``/``--password`` the stream needs basic authentication.
+Once listening it prints one line, ``READY rtsp://127.0.0.1:<port><path>`` (without the credentials), and
+it exits cleanly on SIGTERM or SIGINT. If the port cannot be bound it prints ``ERROR ...`` and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def _pipeline(args: argparse.Namespace) -> str:
+    if args.file:
+        # The file's own H.264 track, unchanged: what an IP camera replaying a recording would send.
+        location = args.file.replace("\\", "\\\\").replace('"', '\\"')
+        return (f'( filesrc location="{location}" ! qtdemux ! h264parse config-interval=-1 '
+                f"! rtph264pay name=pay0 pt=96 )")
+    return (
+        f"( videotestsrc is-live=true pattern=ball "
+        f"! video/x-raw,width={args.width},height={args.height},framerate={args.fps}/1 "
+        f"! timeoverlay halignment=left valignment=top font-desc=\"Sans 18\" "
+        f"! videoconvert ! video/x-raw,format=I420 "
+        f"! x264enc tune=zerolatency speed-preset=ultrafast key-int-max={args.key_int} bitrate=400 "
+        f"! video/x-h264,profile=baseline ! rtph264pay name=pay0 pt=96 config-interval=-1 )"
+    )
+
+
+def _require_auth(server: GstRtspServer.RTSPServer, factory: GstRtspServer.RTSPMediaFactory,
+                  user: str, password: str) -> None:
+    auth = GstRtspServer.RTSPAuth()
+    token = GstRtspServer.RTSPToken()
+    token.set_string(GstRtspServer.RTSP_TOKEN_MEDIA_FACTORY_ROLE, "user")
+    auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+    server.set_auth(auth)
+    permissions = GstRtspServer.RTSPPermissions()
+    permissions.add_permission_for_role("user", GstRtspServer.RTSP_PERM_MEDIA_FACTORY_ACCESS, True)
+    permissions.add_permission_for_role("user", GstRtspServer.RTSP_PERM_MEDIA_FACTORY_CONSTRUCT, True)
+    factory.set_permissions(permissions)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--path", default="/stream", help="mount point (default /stream)")
+    parser.add_argument("--file", help="serve the H.264 track of this MP4 file instead of a test pattern")
+    parser.add_argument("--user", help="require basic authentication with this user ...")
+    parser.add_argument("--password", help="... and this password")
+    parser.add_argument("--fps", type=int, default=15)
+    parser.add_argument("--width", type=int, default=320)
+    parser.add_argument("--height", type=int, default=240)
+    parser.add_argument("--key-int", type=int, default=15, help="frames between keyframes")
+    args = parser.parse_args(argv)
+    if (args.user is None) != (args.password is None):
+        parser.error("--user and --password go together")
+    if not args.path.startswith("/"):
+        parser.error("--path must start with '/'")
+
+    Gst.init(None)
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(_pipeline(args))
+    factory.set_shared(True)  # every client (and a reconnecting one) joins the same running pipeline
+    if args.user is not None:
+        _require_auth(server, factory, args.user, args.password)
+    server.get_mount_points().add_factory(args.path, factory)
+
+    try:
+        source_id = server.attach(None)
+    except GLib.Error as err:  # older bindings raise, newer ones return 0
+        source_id, reason = 0, err.message
+    else:
+        reason = "attach failed"
+    if not source_id:
+        print(f"ERROR cannot listen on 127.0.0.1:{args.port}: {reason}", flush=True)
+        return 2
+
+    loop = GLib.MainLoop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, loop.quit)
+    print(f"READY rtsp://127.0.0.1:{server.get_bound_port()}{args.path}", flush=True)
+    loop.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

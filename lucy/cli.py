@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import signal
 import sys
 import time
@@ -46,37 +47,101 @@ class _Progress:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore
+    from lucy.memory.nodes import INGEST_ORIGIN
+    from lucy.memory.sqlite_store import open_memory
 
-    settings = _settings(args)
+    settings = _settings(args, **{"captioner.backend": args.captioner})
     progress = _Progress()
+    memory = open_memory(settings)
+    builder = _start_builder(settings, args.stream, memory)
+
+    def captions() -> str:
+        if builder is None:
+            return ""
+        b = builder.stats
+        return f" | captions {b.captions_per_second:5.2f}/s, lag {b.lag:7.1f} s"
 
     def on_commit(store: ZarrFrameStore, stats: IngestStats) -> None:
+        if builder is not None:
+            builder.on_commit(store, stats)  # never blocks: captioning runs on its own thread
         progress.show(f"{stats.stream}: media {stats.ingested_until:8.1f} s | decode {stats.decode_fps:6.1f} fps | "
-                      f"{stats.realtime_factor:5.1f}x real time | {stats.committed} frames stored")
+                      f"{stats.realtime_factor:5.1f}x real time | {stats.committed} frames stored{captions()}")
+
+    def terminate(*_: object) -> None:
+        ingestor.stop()
+        if builder is not None:
+            builder.interrupt()
 
     ingestor = Ingestor(settings, args.source, args.stream, realtime=args.realtime, on_commit=on_commit)
-    signal.signal(signal.SIGTERM, lambda *_: ingestor.stop())
+    signal.signal(signal.SIGTERM, terminate)
+    captions_ok = True
     try:
         result = ingestor.run()
+        progress.close()
+        info = ingestor.store.info() if ingestor.store is not None else None
+        finished = info is not None and not info.live and (result.complete or result.lost is not None)
+        if builder is not None and finished:  # a whole file: wait for its captions (the last partial span too)
+            captions_ok = builder.drain(progress=lambda b: progress.show(
+                f"{args.stream}: captioning backlog: {b.pending} spans left | {b.captions_per_second:5.2f} captions/s"
+                f" | captioned until {b.captioned_until:.1f} s of {b.ingested_until:.1f} s"))
+            progress.close()
     except KeyboardInterrupt:
         ingestor.stop()
         progress.close()
+        _stop_builder(builder)
+        memory.close()
         print("lucy: interrupted; everything committed so far is kept", file=sys.stderr)
         return 130
-    progress.close()
+    except BaseException:
+        _stop_builder(builder)
+        memory.close()
+        raise
+    left = _stop_builder(builder)
+    coarse_nodes = memory.count(args.stream, level="coarse", origin=INGEST_ORIGIN)
+    captioned_until = memory.captioned_until(args.stream)
+    memory.close()
     summary = {"stream": result.stream, "frames": result.frames, "media_seconds": round(result.media_seconds, 3),
                "wall_seconds": round(result.wall_seconds, 3)}
     if args.json:
         print(json.dumps({**summary, "new_frames": result.new_frames, "complete": result.complete,
                           "lost": result.lost, "decode_errors": result.decode_errors,
-                          "reconnects": result.reconnects}))
+                          "reconnects": result.reconnects, "coarse_nodes": coarse_nodes,
+                          "captioned_until": round(captioned_until, 3), "coarse_pending": left}))
     else:
         print(f"{result.stream}: {result.new_frames} new frames, {result.frames} stored, "
-              f"{result.media_seconds:.1f} s of media in {result.wall_seconds:.1f} s")
+              f"{result.media_seconds:.1f} s of media in {result.wall_seconds:.1f} s; "
+              f"{coarse_nodes} coarse captions, captioned until {captioned_until:.1f} s")
+    code = 0
     if result.lost:
         print(f"lucy: error: {result.lost} (the frames before it are stored)", file=sys.stderr)
-        return EXIT_ERROR
-    return 0
+        code = EXIT_ERROR
+    if not captions_ok:
+        assert builder is not None
+        reason = builder.stats.last_error or "it made no progress"
+        print(f"lucy: error: captioner unavailable ({reason}); {left} coarse spans left uncaptioned "
+              f"(they are captioned on the next run)", file=sys.stderr)
+        code = EXIT_ERROR
+    elif left:
+        print(f"lucy: {left} coarse spans not captioned yet (they are captioned on the next run)", file=sys.stderr)
+    return code
+
+
+def _start_builder(settings: LucySettings, stream: str, memory: Any) -> Any:
+    """The background coarse-caption builder of ``stream`` (None with ``--captioner none``)."""
+    if settings.captioner.backend == "none":
+        return None
+    from lucy.memory.builder import CoarseBuilder
+    from lucy.memory.captioners import make_captioner
+
+    return CoarseBuilder(settings, stream, memory, make_captioner(settings)).start()
+
+
+def _stop_builder(builder: Any) -> int | None:
+    """Stop the builder (captions in flight are dropped, not lost); returns the spans left uncaptioned."""
+    if builder is None:
+        return None
+    builder.stop()
+    return builder.stats.pending
 
 
 def _stream_rows(data: Path) -> list[dict[str, Any]]:
@@ -109,6 +174,51 @@ def cmd_streams(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory_level(value: str) -> str:
+    if not re.fullmatch(r"coarse|fine|ultra_fine|summary[1-9][0-9]*", value):
+        raise argparse.ArgumentTypeError(f"unknown level {value!r}: use coarse, fine, ultra_fine or summaryN")
+    return value
+
+
+def _clock(seconds: float) -> str:
+    minutes, sec = divmod(max(seconds, 0.0), 60)
+    return f"{int(minutes // 60)}:{int(minutes % 60):02d}:{sec:04.1f}"
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from lucy.ingest import check_stream_name, list_streams
+    from lucy.memory.sqlite_store import DB_NAME, open_memory
+
+    settings = _settings(args)
+    stream = check_stream_name(args.stream)
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        raise LucyError(f"--to ({args.end:g}) must be after --from ({args.start:g})")
+    nodes, until, known = [], 0.0, stream in list_streams(settings.data)
+    if (settings.data / DB_NAME).is_file():  # reading never creates a database
+        memory = open_memory(settings)
+        try:
+            nodes = memory.nodes(stream, level=args.level, start=args.start, end=args.end)
+            until = memory.captioned_until(stream)
+            known = known or stream in memory.streams()
+        finally:
+            memory.close()
+    if not known:
+        raise LucyError(f"no stream named {stream!r} in {settings.data}")
+    if args.json:
+        print(json.dumps({"stream": stream, "captioned_until": round(until, 3),
+                          "nodes": [asdict(node) for node in nodes]}))
+        return 0
+    print(f"{stream}: {len(nodes)} memory nodes; coarse captions cover 0-{until:.1f} s")
+    for node in nodes:
+        made = f"{node.origin}, {node.model}" if node.model else node.origin
+        print(f"[{_clock(node.start)} - {_clock(node.end)}] {node.level} ({made})")
+        for line in node.text.splitlines() or [""]:
+            print(f"    {line}")
+    return 0
+
+
 def cmd_config_show(args: argparse.Namespace) -> int:
     settings = _settings(args)
     shown = settings.model_dump(mode="json")
@@ -135,6 +245,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), workdir=args.workdir)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from lucy.service.server import serve
+
+    return serve(_settings(args, **{"service.host": args.host, "service.port": args.port}))
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data", type=Path, help="data directory (default ./lucy-data or $LUCY_DATA)")
@@ -149,7 +265,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", required=True, help="stream name")
     p.add_argument("--realtime", action="store_true", help="pace a file like a live stream")
     p.add_argument("--json", action="store_true", help="print one JSON summary at the end")
+    p.add_argument("--captioner", choices=["pixels", "openai", "vllm", "none"],
+                   help="backend that captions coarse memory while ingesting (default: captioner.backend)")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("memory", parents=[common], help="print the memory timeline of a stream")
+    p.add_argument("--stream", required=True, help="stream name")
+    p.add_argument("--level", type=_memory_level, help="coarse, fine, ultra_fine or summaryN (default: all)")
+    p.add_argument("--from", dest="start", type=float, metavar="T", help="from media second T")
+    p.add_argument("--to", dest="end", type=float, metavar="T", help="up to media second T")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_memory)
 
     p = sub.add_parser("streams", parents=[common], help="list the streams of a data directory")
     p.add_argument("--json", action="store_true")
@@ -164,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", parents=[common], help="generate a sample video, ingest it, show the result")
     p.add_argument("--workdir", type=Path, default=None, help="where to put the sample video and data")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("serve", parents=[common], help="serve the HTTP API, MQTT bridge, metrics and dashboard")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1; others need service.api_token)")
+    p.add_argument("--port", type=int, help="TCP port (default 8321)")
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

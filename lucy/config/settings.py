@@ -69,6 +69,18 @@ class OpenAICaptionerSettings(_Section):
     timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Per-request timeout.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries on 429, 5xx, timeouts, connection errors.")
     max_tokens: int = Field(1024, ge=16, le=32_768, description="Most tokens a caption may use.")
+    jpeg_quality: int = Field(85, ge=30, le=100, description="JPEG quality of the frames sent.")
+    retry_initial_seconds: float = Field(
+        0.5, ge=0, le=60, description="First wait before a retry; doubles with each retry (a Retry-After wins).")
+    retry_max_seconds: float = Field(8.0, ge=0, le=600, description="Cap of the wait between retries.")
+
+    @field_validator("retry_max_seconds")
+    @classmethod
+    def _retry_cap_above_start(cls, value: float, info: Any) -> float:
+        initial = info.data.get("retry_initial_seconds")
+        if initial is not None and value < initial:
+            raise ValueError(f"retry_max_seconds ({value}) is below retry_initial_seconds ({initial})")
+        return value
 
 
 class PixelsCaptionerSettings(_Section):
@@ -78,6 +90,14 @@ class PixelsCaptionerSettings(_Section):
     coarse_max_frames: int = Field(4, ge=1, le=64, description="Frames a coarse caption looks at.")
     coarse_scale: float = Field(
         0.5, gt=0, le=1, description="Coarse captions see frames shrunk by this factor (lossy by design).")
+    fine_max_frames: int = Field(
+        16, ge=1, le=256, description="Frames a fine or ultra-fine caption looks at (at the full stored size).")
+    ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+                              description="Tesseract language(s), e.g. 'eng' or 'eng+deu'.")
+    ocr_min_confidence: int = Field(
+        60, ge=0, le=100, description="Text lines Tesseract is less sure of (0-100) are left out.")
+    tessdata_dir: str = Field(
+        "", max_length=4096, description="Folder of Tesseract's *.traineddata ('' = TESSDATA_PREFIX or the system's).")
 
 
 class VllmCaptionerSettings(_Section):
@@ -88,6 +108,11 @@ class VllmCaptionerSettings(_Section):
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1, description="Share of GPU memory vLLM may use.")
     max_frames: int = Field(32, ge=1, le=768, description="Most frames per clip.")
     max_tokens: int = Field(1024, ge=16, le=32_768, description="Most tokens a caption may use.")
+    image_max_side: int = Field(448, ge=64, le=2048, description="Frames are shrunk to fit this side (px).")
+    max_batch: int = Field(8, ge=1, le=256, description="Most clips handed to the engine in one batch.")
+    batch_wait_seconds: float = Field(
+        0.02, ge=0, le=5, description="How long the first clip of a batch waits for others to join it.")
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs the model is split over.")
 
 
 class CaptionerSettings(_Section):
@@ -220,6 +245,55 @@ class MqttSettings(_Section):
         return value
 
 
+class LexicalReasonerSettings(_Section):
+    """The embedded lexical reasoner's confidence rule (when it is sure enough to stop backtracking)."""
+
+    min_score: float = Field(0.3, ge=0, le=1, description="Least option score an answer may be confident with.")
+    min_margin: float = Field(
+        0.2, ge=0, le=1, description="Least lead of the best option over the runner-up for a confident answer.")
+    min_coverage: float = Field(
+        0.5, ge=0, le=1,
+        description="Open questions: least share of the question's words the quoted memory must hold.")
+    fuzzy: float = Field(0.8, ge=0.5, le=1, description="Least similarity for an OCR-style near match of a term.")
+
+
+class ReasonerSettings(_Section):
+    """The LLM agents of the question loop (localise + instruct, answer, select spans, summarise)."""
+
+    backend: Literal["lexical", "openai"] = Field(
+        "lexical", description="lexical (embedded, deterministic, CPU) or openai (any compatible chat model).")
+    base_url: str = Field("http://127.0.0.1:8000/v1", min_length=1, max_length=2048,
+                          description="Base URL of the OpenAI-compatible chat API.")
+    model: str = Field("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", min_length=1, max_length=256,
+                       description="Chat model name sent with each request.")
+    api_key: SecretStr = Field(SecretStr("EMPTY"), description="API key (never logged).")
+    timeout_seconds: float = Field(300.0, gt=0, le=3600, description="Per-request timeout.")
+    max_retries: int = Field(2, ge=0, le=20, description="Retries on 429, 5xx, timeouts and connection errors.")
+    max_tokens: int = Field(4096, ge=16, le=131_072,
+                            description="Most tokens one reply may use (reasoning models think first).")
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
+    structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="Send the reply schema as response_format (auto: until the server refuses it).")
+    lexical: LexicalReasonerSettings = Field(default_factory=LexicalReasonerSettings)
+
+
+class QuerySettings(_Section):
+    """The backtracking loop that answers questions."""
+
+    max_iterations: int = Field(5, ge=0, le=50, description="Most backtracking rounds before a forced answer.")
+    init_spans: int = Field(3, ge=1, le=50, description="Coarse spans chosen by sparse initialisation.")
+    neighbours: int = Field(1, ge=0, le=10, description="Neighbours added on each side of a chosen span.")
+    context_budget_tokens: int = Field(
+        16_384, ge=2048, le=2_000_000,
+        description="No LLM prompt exceeds this many tokens (memory is clipped, dropped or summarised to fit).")
+    summary_fanout: int = Field(
+        12, ge=2, le=1000, description="Consecutive nodes of one level that a summary node above it covers.")
+    summary_max_chars: int = Field(800, ge=100, le=20_000, description="Longest summary node (characters).")
+    tail_max_spans: int = Field(
+        2, ge=0, le=1000,
+        description="Uncaptioned coarse spans at the end of the horizon captioned on demand by a question.")
+
+
 class LucySettings(BaseSettings):
     """Everything Lucy can be told. Nested sections map to TOML tables and ``LUCY_SECTION__KEY`` variables."""
 
@@ -233,6 +307,8 @@ class LucySettings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
+    reasoner: ReasonerSettings = Field(default_factory=ReasonerSettings)
+    query: QuerySettings = Field(default_factory=QuerySettings)
 
     @field_validator("preset")
     @classmethod

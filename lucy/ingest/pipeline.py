@@ -112,6 +112,7 @@ class Ingestor:
 
     def run(self) -> IngestResult:
         source, fps = self._open()
+        source.skip_unneeded_frames(fps)
         self._source = source
         if self._stopping.is_set():
             source.stop()

@@ -32,7 +32,11 @@ from lucy.ingest.frames import Gap
 log = logging.getLogger(__name__)
 
 LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*)(?::[^@/\s]*)?@")
+# The password runs to the last "@" of the word: FFmpeg accepts an unescaped "@" in it, and a stray "/" must not
+# leave the rest of the secret on show either (over-redacting an odd URL is the safe side to err on).
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*)(?::[^\s]*)?@")
+# Skip non-reference frames only when the source has at least this many frames per sampled frame.
+_SKIP_RATE_FACTOR = 4
 # A pts jump backwards by more than this (seconds) is a timestamp reset, not reordering noise.
 _RESET_JUMP = 1.0
 
@@ -105,13 +109,46 @@ class Source(ABC):
     def frames(self) -> Iterator[Frame | Gap]:
         """Decoded frames in media-time order, with a :class:`Gap` wherever a live stream was down."""
 
+    def skip_unneeded_frames(self, sample_fps: float) -> None:
+        """Let the decoder skip frames no other frame refers to, when the sampler keeps few enough frames.
+
+        Sampling 2 fps out of 30 needs a frame near every slot, not every frame: skipping non-reference frames
+        (B-frames, often half of them) roughly halves decoding. Frames keep their true timestamps. Should a
+        stream leave a sampling slot empty that way, skipping stops for the rest of it, and a file is rewound
+        to decode the frames it missed.
+        """
+        self._sample_fps = sample_fps
+
     def _decode(self, container: av.container.InputContainer, stream: av.VideoStream) -> Iterator[av.VideoFrame]:
         """Decode packet by packet so that one corrupt packet costs one packet, not the stream."""
+        fps = getattr(self, "_sample_fps", None)
+        skipping = fps is not None and float(stream.average_rate or 0) >= _SKIP_RATE_FACTOR * fps
+        if skipping:
+            stream.codec_context.skip_frame = "NONREF"
+        previous: float | None = None  # time of the last frame yielded while skipping
+        replay_after: float | None = None  # after a rewind: frames up to here were yielded already
         for packet in container.demux(stream):
             if self.stopped:
                 return
             try:
-                yield from packet.decode()
+                for frame in packet.decode():
+                    ft = _frame_time(frame)
+                    if replay_after is not None and ft is not None:
+                        if ft <= replay_after:
+                            continue
+                        replay_after = None
+                    if skipping and ft is not None:
+                        if previous is not None and ft - previous > 0.5 / fps:  # type: ignore[operator]
+                            skipping = False
+                            stream.codec_context.skip_frame = "DEFAULT"
+                            log.info("%s: decoding every frame (skipping left sampling slots empty)",
+                                     self.description)
+                            if not self.live:  # decode the stretch just skipped over again
+                                container.seek(int(previous / stream.time_base), stream=stream, backward=True)
+                                replay_after = previous
+                                break
+                        previous = ft
+                    yield frame
             except av.error.InvalidDataError:
                 self.decode_errors += 1
 
@@ -236,7 +273,14 @@ class FileSource(Source):
 
 
 class LiveSource(Source):
-    """An RTSP or HTTP(S)/HLS live stream, reconnected with exponential backoff when it drops."""
+    """An RTSP or HTTP(S)/HLS live stream, reconnected with exponential backoff when it drops.
+
+    Media time is ``wall time - wall_start`` at the start of each connection, then follows the stream's own
+    timestamps: time spent disconnected becomes a :class:`Gap` and media time never runs backwards. The first
+    connection of a run must succeed (an unreachable URL is an error, not an endless retry); after that the
+    stream is retried with delays growing from ``reconnect_initial_seconds`` to ``reconnect_max_seconds``
+    until it is back, :meth:`stop` is called, or ``reconnect_give_up_seconds`` have passed.
+    """
 
     live = True
 
@@ -245,45 +289,73 @@ class LiveSource(Source):
         super().__init__()
         self.url = url
         self.description, self.source_id = source_identity(url)
+        self._scheme = urlsplit(url).scheme.lower()
         self._settings = settings
         self._clock = _MediaClock(last_time)
-        self.wall_start = wall_start  # set at the first frame of a new stream
+        self.wall_start = wall_start  # set when the first connection of a new stream opens
+        self.retry_delays: list[float] = []  # the backoff delays waited so far (for stats and tests)
 
     def _open(self) -> av.container.InputContainer:
         s = self._settings
-        options: dict[str, str] = {}
-        scheme = urlsplit(self.url).scheme
-        if scheme.startswith("rtsp"):
-            options = {"rtsp_transport": "tcp", "timeout": str(int(s.read_timeout_seconds * 1e6))}
+        # FFmpeg's socket timeout is only a backstop; PyAV's interrupt callback enforces the two limits.
+        backstop = str(int(max(s.connect_timeout_seconds, s.read_timeout_seconds) * 1e6))
+        read_timeout = s.read_timeout_seconds
+        if self._scheme.startswith("rtsp"):
+            options = {"rtsp_transport": "tcp", "timeout": backstop}
+            # A read that times out first returns the packet the H.264 parser was holding back; only the next
+            # one fails. Two half timeouts make a stalled RTSP stream fail after read_timeout_seconds of silence.
+            # (Not for HLS: its demuxer legitimately waits a whole segment for the next playlist refresh.)
+            read_timeout /= 2
         else:
-            options = {"rw_timeout": str(int(s.read_timeout_seconds * 1e6)), "reconnect": "0"}
-        return av.open(self.url, options=options, timeout=(s.connect_timeout_seconds, s.read_timeout_seconds))
+            options = {"rw_timeout": backstop, "reconnect": "0"}
+        return av.open(self.url, options=options, timeout=(s.connect_timeout_seconds, read_timeout))
+
+    def _why(self, err: BaseException, opening_since: float | None = None) -> str:
+        s = self._settings
+        if opening_since is not None and time.monotonic() - opening_since >= s.connect_timeout_seconds * 0.95:
+            # An interrupted open surfaces as whatever the demuxer was doing ("Invalid data..."): say what happened.
+            return f"no answer within {s.connect_timeout_seconds:g} s"
+        if isinstance(err, (av.error.ExitError, TimeoutError)):
+            return f"no data for {s.read_timeout_seconds:g} s"
+        return _ffmpeg_reason(err)
 
     def frames(self) -> Iterator[Frame | Gap]:
         s = self._settings
         delay = s.reconnect_initial_seconds
-        down_since: float | None = None
-        ever_connected = False
+        down_since: float | None = None  # monotonic time the stream dropped
+        connected = False  # in this run
         reason = "ingest restarted"
         while not self.stopped:
+            opened_at, opening_since = time.time(), time.monotonic()
             try:
                 container = self._open()
                 stream = _video_stream(container, self.description, s.decode_threads)
             except (av.error.FFmpegError, OSError) as err:
-                if not ever_connected and self._clock.last is None:
-                    raise SourceError(f"cannot connect to {self.description}: {_ffmpeg_reason(err)}") from None
-                down_since = down_since or time.monotonic()
+                if not connected:
+                    raise SourceError(
+                        f"cannot connect to {self.description}: {self._why(err, opening_since)}") from None
+                assert down_since is not None
+                why = self._why(err, opening_since)
                 if s.reconnect_give_up_seconds and time.monotonic() - down_since > s.reconnect_give_up_seconds:
-                    self.lost = f"stream down for over {s.reconnect_give_up_seconds:.0f} s: {_ffmpeg_reason(err)}"
+                    self.lost = f"stream down for over {s.reconnect_give_up_seconds:g} s: {why}"
                     return
-                log.warning("reconnecting to %s in %.1f s (%s)", self.description, delay, _ffmpeg_reason(err))
+                log.warning("reconnecting to %s in %.1f s (%s)", self.description, delay, why)
+                self.retry_delays.append(delay)
                 if self._stop.wait(delay):
                     return
                 delay = min(delay * 2, s.reconnect_max_seconds)
                 continue
-            if ever_connected:
+            if connected:
+                if self._scheme.startswith("http") and container.duration is not None:
+                    # A live HTTP stream that is now a finite resource: the broadcast has ended (HLS ENDLIST).
+                    container.close()
+                    self.complete = True
+                    return
                 self.reconnects += 1
-            ever_connected, down_since, delay = True, None, s.reconnect_initial_seconds
+                log.warning("reconnected to %s after %.1f s", self.description, time.monotonic() - down_since)
+            connected, delay = True, s.reconnect_initial_seconds
+            if self.wall_start is None:
+                self.wall_start = opened_at
             first = True
             try:
                 for video in self._decode(container, stream):
@@ -291,11 +363,9 @@ class LiveSource(Source):
                     if ft is None:
                         continue
                     if first:
-                        now = time.time()
-                        if self.wall_start is None:
-                            self.wall_start = now
+                        # A live server sends from "now": the first frame was captured about when we connected.
                         before = self._clock.last
-                        self._clock.anchor(ft, now - self.wall_start)
+                        self._clock.anchor(ft, opened_at - self.wall_start)
                         t = self._clock(ft)
                         if before is not None and t is not None:
                             yield Gap(before, t, reason)
@@ -306,9 +376,10 @@ class LiveSource(Source):
                         yield Frame(t, video)
                 reason = "stream ended"
             except (av.error.FFmpegError, OSError) as err:
-                reason = f"stream dropped: {_ffmpeg_reason(err)}"
+                reason = f"stream dropped: {self._why(err)}"
             finally:
                 container.close()
+            down_since = time.monotonic()
             if not self.stopped:
                 log.warning("%s: %s; reconnecting", self.description, reason)
 

@@ -34,8 +34,8 @@ DB_NAME = "memory.sqlite"
 _NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
 
 
-def _v1_nodes_and_questions(db: sqlite3.Connection) -> None:
-    """First release: nodes and the question/answer history."""
+def _v1_initial(db: sqlite3.Connection) -> None:
+    """First release: nodes, the question/answer history, and the full-text index over node text."""
     db.execute("""
         CREATE TABLE nodes (
             id          INTEGER PRIMARY KEY,
@@ -52,23 +52,9 @@ def _v1_nodes_and_questions(db: sqlite3.Connection) -> None:
             CHECK ("end" > start)
         )""")
     db.execute("CREATE INDEX nodes_stream_level_start ON nodes(stream, level, start)")
-    db.execute("""
-        CREATE TABLE questions (
-            id       INTEGER PRIMARY KEY,
-            stream   TEXT NOT NULL,
-            question TEXT NOT NULL,
-            options  TEXT NOT NULL DEFAULT '[]',
-            horizon  REAL NOT NULL DEFAULT 0,
-            asked    REAL NOT NULL,
-            answer   TEXT,
-            answered REAL
-        )""")
-    db.execute("CREATE INDEX questions_stream_id ON questions(stream, id)")
-
-
-def _v2_fulltext(db: sqlite3.Connection) -> None:
-    """Full-text index over node text (FTS5, external content kept in sync by triggers); built from the nodes
-    already stored. Ingest nodes become unique per (stream, level, start), so a span is captioned once."""
+    # One ingest node per span: the builder's writes are idempotent, so a span is never held twice.
+    db.execute("CREATE UNIQUE INDEX nodes_ingest_span ON nodes(stream, level, start) WHERE origin = 'ingest'")
+    # External-content FTS5 index: the text lives once, in nodes; triggers keep the index in step.
     db.execute("""
         CREATE VIRTUAL TABLE nodes_fts USING fts5(
             text, content='nodes', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')""")
@@ -85,18 +71,23 @@ def _v2_fulltext(db: sqlite3.Connection) -> None:
             INSERT INTO nodes_fts(nodes_fts, rowid, text) VALUES ('delete', old.id, old.text);
             INSERT INTO nodes_fts(rowid, text) VALUES (new.id, new.text);
         END""")
-    db.execute("INSERT INTO nodes_fts(nodes_fts) VALUES ('rebuild')")
-    # A release without this index could have stored one span twice: keep the newest caption of each.
     db.execute("""
-        DELETE FROM nodes WHERE origin = 'ingest' AND id NOT IN (
-            SELECT MAX(id) FROM nodes WHERE origin = 'ingest' GROUP BY stream, level, start)""")
-    db.execute("""
-        CREATE UNIQUE INDEX nodes_ingest_span ON nodes(stream, level, start) WHERE origin = 'ingest'""")
+        CREATE TABLE questions (
+            id       INTEGER PRIMARY KEY,
+            stream   TEXT NOT NULL,
+            question TEXT NOT NULL,
+            options  TEXT NOT NULL DEFAULT '[]',
+            horizon  REAL NOT NULL DEFAULT 0,
+            asked    REAL NOT NULL,
+            answer   TEXT,
+            answered REAL
+        )""")
+    db.execute("CREATE INDEX questions_stream_id ON questions(stream, id)")
 
 
-# Migration i brings a database from user_version i to i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_nodes_and_questions, _v2_fulltext]
-SCHEMA_VERSION = len(MIGRATIONS)
+# Migration i brings a database from user_version i to i + 1 (version 0: an empty file). Append only; never
+# edit a released step. Each runs inside the opening write transaction, so it applies whole or not at all.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -170,10 +161,11 @@ class SQLiteMemoryStore(MemoryStore):
     def _migrate(self, db: sqlite3.Connection) -> None:
         with _WriteTransaction(db):  # concurrent openers serialise here; the second sees the work done
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
+            latest = len(MIGRATIONS)
+            if version > latest:
                 raise StoreError(f"memory store {self.path} has schema version {version}, newer than this "
-                                 f"Lucy understands ({SCHEMA_VERSION}); upgrade Lucy")
-            for step in range(version, SCHEMA_VERSION):
+                                 f"Lucy understands ({latest}); upgrade Lucy")
+            for step in range(version, latest):
                 MIGRATIONS[step](db)
                 db.execute(f"PRAGMA user_version = {step + 1}")
 
@@ -206,9 +198,9 @@ class SQLiteMemoryStore(MemoryStore):
             raise ValueError(f"node span [{node.start}, {node.end}) is empty")
         created = node.created or time.time()
         id_, created = db.execute(self._INSERT, (
-            node.stream, node.level, float(node.start), float(node.end), node.text, node.instruction,
+            node.stream, str(node.level), float(node.start), float(node.end), node.text, node.instruction,
             node.origin, node.parent, node.model, created)).fetchone()
-        return MemoryNode(stream=node.stream, level=node.level, start=float(node.start), end=float(node.end),
+        return MemoryNode(stream=node.stream, level=str(node.level), start=float(node.start), end=float(node.end),
                           text=node.text, instruction=node.instruction, origin=node.origin, parent=node.parent,
                           model=node.model, created=created, id=id_)
 
@@ -228,7 +220,7 @@ class SQLiteMemoryStore(MemoryStore):
         clauses, params = [f"{p}stream = ?"], [stream]
         if level is not None:
             clauses.append(f"{p}level = ?")
-            params.append(level)
+            params.append(str(level))
         if end is not None:  # overlap with [start, end): node.start < end and node.end > start
             clauses.append(f"{p}start < ?")
             params.append(float(end))

@@ -27,6 +27,10 @@ class MemoryStore(ABC):
               end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
         """Nodes overlapping ``[start, end)`` (all times when None), ordered by start time then level."""
 
+    def count(self, stream: str, *, level: str | None = None, origin: str | None = None) -> int:
+        """How many nodes a stream holds (of ``level`` / ``origin`` when given)."""
+        return len(self.nodes(stream, level=level, origin=origin))
+
     @abstractmethod
     def search(self, stream: str, text: str, *, level: str | None = None, start: float | None = None,
                end: float | None = None, limit: int = 20) -> list[tuple[MemoryNode, float]]:

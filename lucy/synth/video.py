@@ -143,6 +143,7 @@ def write_video(
     codec: str = "libx264",
     preset: str = "ultrafast",
     gop: int | None = None,
+    codec_options: dict[str, str] | None = None,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
 ) -> Path:
@@ -157,8 +158,7 @@ def write_video(
         stream.pix_fmt = "yuv420p"
         stream.time_base = time_base
         stream.codec_context.time_base = time_base
-        if codec == "libx264":
-            stream.options = {"preset": preset}
+        stream.options = {"preset": preset, **(codec_options or {})} if codec == "libx264" else dict(codec_options or {})
         if gop is not None:
             stream.codec_context.gop_size = gop
         t, index = 0.0, 0

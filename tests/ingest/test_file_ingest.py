@@ -176,3 +176,14 @@ def test_stream_name_is_checked_and_sources_do_not_mix(settings, videos):
     ingest(settings, videos["portrait"], "p")
     with pytest.raises(LucyError, match="another source"):
         ingest(settings, videos["long"], "p")
+
+
+def test_skipping_non_reference_frames_never_leaves_slots_empty(settings, tmp_path):
+    # 16 B-frames in a row put reference frames 1.6 s apart at 10 fps: skipping non-reference frames would
+    # leave 0.5 s sampling slots empty, so the source must notice and decode every frame.
+    video = write_video(tmp_path / "b16.mp4", duration=12, fps=10, width=320, height=240,
+                        codec_options={"x264-params": "bframes=16:b-adapt=0:b-pyramid=none:scenecut=0"})
+    ingest(settings, video)
+    times = ZarrFrameStore.open(settings.data, "s").times()
+    assert len(times) == 24
+    np.testing.assert_allclose(times, np.arange(24) * 0.5, atol=0.1 + 1e-6)

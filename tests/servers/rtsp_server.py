@@ -72,6 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--path must start with '/'")
 
     Gst.init(None)
+    needed = ("filesrc", "qtdemux", "h264parse", "rtph264pay") if args.file else (
+        "videotestsrc", "timeoverlay", "videoconvert", "x264enc", "rtph264pay")
+    missing = [name for name in needed if Gst.ElementFactory.find(name) is None]
+    if missing:  # fail here, not with an opaque error at the client's DESCRIBE
+        print(f"ERROR missing GStreamer elements: {', '.join(missing)} (Debian: gstreamer1.0-plugins-base, "
+              f"-good, -bad, -ugly)", flush=True)
+        return 2
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))

@@ -1,0 +1,403 @@
+"""The continuous coarse builder: captions every closed coarse span of a stream while it is ingested.
+
+Span clock: coarse span ``k`` is ``[k*T_c, (k+1)*T_c)`` (T_c from the preset). A span closes once no frame
+can still arrive inside it: the sampler keeps at most one frame per ``1/fps`` slot, so after a frame in slot
+``n`` every later frame lies at or after ``(n+1)/fps``. At the end of a finished file the last, partial span
+closes too (``[k*T_c, end of media)``); a live stream's partial span waits for more video.
+
+The builder runs on its own thread with its own asyncio loop. Ingest only wakes it (:meth:`on_commit` never
+blocks), so a slow or dead captioner slows captions, never decoding or storage. The frame store is the
+backlog: closed spans wait there, and at most ``memory.queue_spans`` of them sit in the bounded queue at once,
+so memory stays flat however far captioning falls behind. ``captioner.max_in_flight`` workers each read a
+span's clip at the coarse level's fps (in a thread), call ``describe()``, and write one node (origin
+"ingest"). A :class:`CaptionerError` (or a caption past ``memory.caption_timeout_seconds``) leaves the span
+pending and retries it with exponential backoff; when the captioner answers again the backlog drains from the
+frame store. On start, closed spans already in the frame store but not in memory are captioned (resume after
+a crash), and the store's unique ingest-span index makes every write idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from lucy.config import Level, LucySettings
+from lucy.errors import StoreError
+from lucy.ingest.frames import Clip, FrameStore, check_stream_name
+from lucy.ingest.pipeline import IngestStats
+from lucy.ingest.zarr_store import ZarrFrameStore
+from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
+from lucy.memory.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+_EPS = 1e-6
+_RATE_WINDOW_SECONDS = 30.0
+NO_VIDEO_TEXT = "No video was recorded from {start:.1f} s to {end:.1f} s (the stream was down or not yet started)."
+
+
+@dataclass
+class BuilderStats:
+    """Live progress of the coarse builder (read by progress lines, ``--json`` and metrics)."""
+
+    stream: str
+    started: float = field(default_factory=time.monotonic)
+    captioned: int = 0  # spans captioned by this run
+    failures: int = 0  # failed describe() attempts (each one retried)
+    in_flight: int = 0  # describe() calls running now
+    queued: int = 0  # spans waiting in the bounded queue
+    pending: int = 0  # closed spans not captioned yet (queued, in flight, or still only in the frame store)
+    closed: int = 0  # closed spans of the stream (all runs)
+    coarse_nodes: int = 0  # coarse ingest nodes of the stream in memory (all runs)
+    captioned_until: float = 0.0  # media time covered by contiguous coarse nodes from 0
+    ingested_until: float = 0.0  # media time covered by committed frames
+    describe_seconds: float = 0.0  # total time spent in successful describe() calls
+    down_since: float | None = None  # monotonic time of the first failure since the last success
+    last_error: str | None = None
+    _done_times: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=4096))
+
+    @property
+    def lag(self) -> float:
+        """Media seconds ingested but not yet captioned."""
+        return max(0.0, self.ingested_until - self.captioned_until)
+
+    @property
+    def captions_per_second(self) -> float:
+        """Captions finished per wall second over the last 30 s (or since start, if shorter)."""
+        now = time.monotonic()
+        recent = [t for t in list(self._done_times) if now - t <= _RATE_WINDOW_SECONDS]
+        if not recent:
+            return 0.0
+        return len(recent) / max(min(_RATE_WINDOW_SECONDS, now - self.started), 1e-9)
+
+    @property
+    def down_seconds(self) -> float:
+        return 0.0 if self.down_since is None else time.monotonic() - self.down_since
+
+    def as_dict(self) -> dict[str, object]:
+        return {"captioned": self.captioned, "failures": self.failures, "in_flight": self.in_flight,
+                "queued": self.queued, "pending": self.pending, "coarse_nodes": self.coarse_nodes,
+                "captioned_until": round(self.captioned_until, 3), "ingested_until": round(self.ingested_until, 3),
+                "lag_seconds": round(self.lag, 3), "captions_per_second": round(self.captions_per_second, 3),
+                "last_error": self.last_error}
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    k: int
+    start: float
+    end: float
+
+
+class CoarseBuilder:
+    """Captions the closed coarse spans of one stream into memory, on a background thread.
+
+    Use: :meth:`start`; pass :meth:`on_commit` to :class:`lucy.ingest.Ingestor`; after ingest,
+    :meth:`drain` (wait for the backlog) and :meth:`stop`. The builder owns ``captioner``: it is closed on the
+    builder's loop when the builder stops.
+    """
+
+    def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
+                 instruction: str | None = None, max_in_flight: int | None = None,
+                 poll_seconds: float = 2.0) -> None:
+        self.settings = settings
+        self.stream = check_stream_name(stream)
+        self.memory = memory
+        self.captioner = captioner
+        self.instruction = instruction or settings.captioner.coarse_instruction
+        self.level = Level.COARSE
+        spec = settings.levels.coarse
+        self.span_seconds = spec.span_seconds
+        self.fps = spec.fps
+        self.workers = max_in_flight or settings.captioner.max_in_flight
+        self.poll_seconds = poll_seconds
+        self.stats = BuilderStats(self.stream)
+        self.error: BaseException | None = None
+        self._frames: FrameStore | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._interrupted = threading.Event()
+        self._lock = threading.Lock()
+        self._requested = 0  # wake-ups asked for by ingest ...
+        self._seen = 0  # ... and how many the scheduler has acted on
+        self._done: dict[int, float] = {}  # span index -> end of its node in memory
+        self._pending: set[int] = set()
+        self._enqueued: set[int] = set()  # spans in the queue or being captioned
+        self._backlog: collections.deque[_Job] = collections.deque()  # closed spans waiting for queue room
+        self._contiguous = 0  # spans below this index are captioned whole
+
+    # ----------------------------------------------------------------------------------- control (any thread)
+
+    def start(self) -> CoarseBuilder:
+        """Start the builder thread; returns once the spans already in memory are known."""
+        if self._thread is not None:
+            raise RuntimeError("builder already started")
+        self._thread = threading.Thread(target=self._run, name=f"memory-{self.stream}", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def on_commit(self, store: object = None, stats: IngestStats | None = None) -> None:
+        """Ingest committed frames (the :class:`Ingestor` callback). Never blocks."""
+        if stats is not None:
+            self.stats.ingested_until = max(self.stats.ingested_until, stats.ingested_until)
+        self._poke()
+
+    def _poke(self) -> None:
+        with self._lock:
+            self._requested += 1
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # the loop has ended (builder stopped or failed)
+                pass
+
+    @property
+    def _up_to_date(self) -> bool:
+        """The scheduler has looked at the frame store since the latest commit (so ``stats.pending`` is true)."""
+        with self._lock:
+            return self._seen >= self._requested
+
+    @property
+    def caught_up(self) -> bool:
+        """Every closed span the builder knows of is captioned, and it has looked at the latest commit."""
+        return self._up_to_date and self.stats.pending == 0 and self.stats.in_flight == 0
+
+    def drain(self, give_up_seconds: float | None = None, *, timeout: float | None = None,
+              progress: Callable[[BuilderStats], None] | None = None, interval: float = 0.1) -> bool:
+        """Wait until every closed span is captioned. Returns False early when the captioner has failed for
+        ``give_up_seconds`` without a success (default ``memory.drain_give_up_seconds``) or ``timeout`` passes.
+        Re-raises an unexpected error of the builder."""
+        give_up = self.settings.memory.drain_give_up_seconds if give_up_seconds is None else give_up_seconds
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._poke()
+        while True:
+            if self.error is not None:
+                raise self.error
+            if progress is not None:
+                progress(self.stats)
+            if self.caught_up:
+                return True
+            down = self.stats.down_since is not None and self.stats.down_seconds >= give_up
+            if down and self._up_to_date:  # (so that the spans left are counted right)
+                return False
+            if self._interrupted.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                return False
+            if self._thread is None or not self._thread.is_alive():
+                if self.error is not None:
+                    raise self.error
+                return False
+            time.sleep(interval)
+
+    def interrupt(self) -> None:
+        """Make a running (or the next) :meth:`drain` return False at once (e.g. on SIGTERM)."""
+        self._interrupted.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop: cancel captions in flight (their spans stay pending for the next run) and close the captioner."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("memory builder of %s did not stop within %.0f s", self.stream, timeout)
+
+    def __enter__(self) -> CoarseBuilder:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------------------------- the loop thread
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as err:  # noqa: BLE001  (kept for drain()/start() to re-raise in the caller)
+            self.error = err
+            log.error("memory builder of %s failed: %r", self.stream, err)
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        # Our own threads for clip reads, captioner CPU work and memory writes: the process-wide default pool
+        # is small on few cores and shared with everything else.
+        self._loop.set_default_executor(ThreadPoolExecutor(
+            max_workers=min(64, 2 * self.workers + 4), thread_name_prefix=f"memory-{self.stream}"))
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        queue: asyncio.Queue[_Job] = asyncio.Queue(maxsize=self.settings.memory.queue_spans)
+        try:
+            await asyncio.to_thread(self._load_done)
+            self._wake.set()  # look at the frame store at once (resume)
+            self._ready.set()
+            tasks = [asyncio.create_task(self._schedule(queue), name="schedule")]
+            # Twice as many workers as describe() slots: while one worker waits for the captioner, another
+            # reads its clip, so a slot never waits for frame-store or memory-store I/O.
+            self._slots = asyncio.Semaphore(self.workers)
+            tasks += [asyncio.create_task(self._worker(queue), name=f"caption-{i}") for i in range(2 * self.workers)]
+            stopper = asyncio.create_task(self._stop.wait())
+            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            stopper.cancel()
+            for task in done:
+                if task is not stopper and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            self._loop = None
+            try:
+                await self.captioner.aclose()
+            except Exception as err:  # noqa: BLE001  (closing must not hide the builder's own outcome)
+                log.warning("closing captioner: %r", err)
+
+    def _load_done(self) -> None:
+        for node in self.memory.nodes(self.stream, level=self.level.value, origin=INGEST_ORIGIN):
+            k = round(node.start / self.span_seconds)
+            if abs(k * self.span_seconds - node.start) < _EPS:
+                self._done[k] = max(self._done.get(k, 0.0), node.end)
+        self.stats.coarse_nodes = len(self._done)
+        self._advance_captioned_until()
+
+    def _frame_view(self) -> tuple[float, float, bool] | None:
+        """(closed-until, media end, finished) of the stream's committed frames; None before the first frame."""
+        if self._frames is None:
+            try:
+                self._frames = ZarrFrameStore.open(self.settings.data, self.stream)
+            except StoreError:
+                return None  # not created yet: the first commit will wake the builder again
+        info = self._frames.info()
+        if info.last_time is None:
+            return None
+        fps = info.stored_fps
+        closed_until = (math.floor(info.last_time * fps + _EPS) + 1) / fps
+        finished = not info.live and (info.complete or info.lost is not None)
+        return closed_until, info.media_seconds, finished
+
+    async def _schedule(self, queue: asyncio.Queue[_Job]) -> None:
+        assert self._wake is not None
+        t = self.span_seconds
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+            except TimeoutError:
+                pass  # look anyway: the frame store may have grown without a notification
+            self._wake.clear()
+            with self._lock:
+                requested = self._requested
+            view = await asyncio.to_thread(self._frame_view)
+            if view is not None:
+                closed_until, media_end, finished = view
+                self.stats.ingested_until = max(self.stats.ingested_until, media_end)
+                full = int(math.floor(closed_until / t + _EPS))
+                partial = finished and media_end > full * t + _EPS
+                self.stats.closed = full + int(partial)
+                todo = []
+                for k in range(self._contiguous, full + int(partial)):
+                    end = (k + 1) * t if k < full else media_end
+                    if self._done.get(k, -math.inf) < end - _EPS:
+                        todo.append(_Job(k, k * t, end))
+                self._pending = {job.k for job in todo}
+                self.stats.pending = len(self._pending)
+                self._backlog = collections.deque(job for job in todo if job.k not in self._enqueued)
+                self._fill(queue)
+            with self._lock:
+                self._seen = max(self._seen, requested)
+
+    def _fill(self, queue: asyncio.Queue[_Job]) -> None:
+        """Move spans from the backlog (closed, only in the frame store) into the bounded queue while it has room."""
+        while self._backlog and not queue.full():
+            job = self._backlog.popleft()
+            if job.k not in self._enqueued:
+                self._enqueued.add(job.k)
+                queue.put_nowait(job)
+        self.stats.queued = queue.qsize()
+
+    async def _worker(self, queue: asyncio.Queue[_Job]) -> None:
+        while True:
+            job = await queue.get()
+            self._fill(queue)
+            assert self._frames is not None
+            clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
+            if len(clip) == 0:  # a live stream's outage: record that nothing was seen
+                text, model = NO_VIDEO_TEXT.format(start=job.start, end=job.end), ""
+            else:
+                text, model = await self._describe(job, clip)
+            node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end, text=text,
+                              instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
+            await asyncio.to_thread(self.memory.add, node)
+            self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
+            self._enqueued.discard(job.k)
+            self._pending.discard(job.k)
+            self.stats.pending = len(self._pending)
+            self.stats.coarse_nodes = len(self._done)
+            self.stats.captioned += 1
+            self.stats._done_times.append(time.monotonic())
+            self._advance_captioned_until()
+
+    async def _describe(self, job: _Job, clip: Clip) -> tuple[str, str]:
+        """Caption one clip, retrying with exponential backoff until the captioner answers."""
+        memory = self.settings.memory
+        delay = memory.retry_initial_seconds
+        assert self._slots is not None
+        while True:
+            async with self._slots:  # at most max_in_flight describe() calls at once
+                self.stats.in_flight += 1
+                began = time.monotonic()
+                try:
+                    caption = await asyncio.wait_for(
+                        self.captioner.describe(clip, self.instruction, level=self.level),
+                        memory.caption_timeout_seconds)
+                except (CaptionerError, TimeoutError) as err:
+                    error = str(err) or type(err).__name__
+                    caption = None
+                finally:
+                    self.stats.in_flight -= 1
+            if caption is not None:
+                self.stats.describe_seconds += time.monotonic() - began
+                if self.stats.down_since is not None:
+                    log.warning("captioner of %s answers again after %.0f s; captioning the backlog",
+                                self.stream, self.stats.down_seconds)
+                    self.stats.down_since = None
+                return caption.text, caption.model or self.captioner.model
+            self.stats.failures += 1
+            self.stats.last_error = error
+            if self.stats.down_since is None:  # one warning per outage; each retry at debug level
+                self.stats.down_since = time.monotonic()
+                log.warning("captioner of %s failing (%s); spans stay pending and are retried with backoff",
+                            self.stream, error)
+            log.debug("caption of %s [%.1f, %.1f) failed (%s); retrying in %.1f s",
+                      self.stream, job.start, job.end, error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, memory.retry_max_seconds)
+
+    def _advance_captioned_until(self) -> None:
+        k = self._contiguous  # spans below it are captioned whole; captions only ever grow
+        while k in self._done and self._done[k] >= (k + 1) * self.span_seconds - _EPS:
+            k += 1
+        self._contiguous = k
+        until = k * self.span_seconds
+        if k in self._done:  # a partial last span
+            until = self._done[k]
+        self.stats.captioned_until = until

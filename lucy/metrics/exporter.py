@@ -1,0 +1,163 @@
+"""The one place where Lucy's stats objects become Prometheus metrics.
+
+Conventions: every name starts with ``lucy_`` and carries its unit (``_seconds``, ``_total``, ``_ratio``...),
+histograms have explicit buckets, and the only label is the stream name (bounded by ``service.max_streams``;
+never a URL). The exporter is called before each scrape and on a timer; it reads plain figures and never hides
+an error (a bug here fails the scrape loudly rather than serving stale numbers).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from lucy.metrics.stats import CaptionCallStats, QuestionStats, StreamFigures
+
+CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+QUESTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+ITERATION_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10)
+LLM_CALL_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20, 30)
+CAPTION_CALL_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
+
+STATE_CODES = {"stopped": 0, "starting": 1, "running": 2, "reconnecting": 3, "finished": 4, "failed": 5}
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class MetricsExporter:
+    """Owns a registry of Lucy's metrics; :meth:`update` maps current figures onto it."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        disable_created_metrics()  # the *_created series double the exposition and no dashboard uses them
+        self.registry = registry or CollectorRegistry()
+        r, s = self.registry, ("stream",)
+        states = ", ".join(f"{code}={name}" for name, code in STATE_CODES.items())
+        self.streams = Gauge("lucy_streams", "Streams the server knows (running or not).", registry=r)
+        self.state = Gauge("lucy_stream_state", f"Stream state code: {states}.", s, registry=r)
+        # ingest
+        self.frames_decoded = Counter("lucy_ingest_frames_decoded_total", "Frames decoded from the source.", s,
+                                      registry=r)
+        self.frames_stored = Counter("lucy_ingest_frames_stored_total", "Sampled frames written to the frame store.",
+                                     s, registry=r)
+        self.media = Counter("lucy_ingest_media_seconds_total", "Media seconds ingested.", s, registry=r)
+        self.ingested_until = Gauge("lucy_ingest_ingested_until_seconds",
+                                    "Media time covered by committed frames.", s, registry=r)
+        self.decode_fps = Gauge("lucy_ingest_decode_frames_per_second",
+                                "Decode rate of the current ingest run.", s, registry=r)
+        self.realtime = Gauge("lucy_ingest_realtime_factor_ratio",
+                              "Media seconds ingested per wall second (current run).", s, registry=r)
+        self.reconnects = Counter("lucy_ingest_reconnects_total", "Reconnects of live sources.", s, registry=r)
+        self.decode_errors = Counter("lucy_ingest_decode_errors_total", "Damaged packets skipped.", s, registry=r)
+        # captioning
+        self.caption_requests = Counter("lucy_caption_requests_total", "Requests made to the captioner.", s,
+                                        registry=r)
+        self.caption_failures = Counter("lucy_caption_failures_total", "Captioner requests that failed.", s,
+                                        registry=r)
+        self.caption_latency = Histogram("lucy_caption_latency_seconds", "Latency of one captioner request.", s,
+                                         buckets=CAPTION_LATENCY_BUCKETS, registry=r)
+        self.prompt_tokens = Counter("lucy_caption_prompt_tokens_total", "Prompt tokens used by captions.", s,
+                                     registry=r)
+        self.completion_tokens = Counter("lucy_caption_completion_tokens_total",
+                                         "Completion tokens used by captions.", s, registry=r)
+        self.captions_stored = Counter("lucy_caption_coarse_nodes_total",
+                                       "Coarse captions stored by the background builder.", s, registry=r)
+        self.queue_depth = Gauge("lucy_caption_queue_depth_spans", "Closed coarse spans waiting for a caption.", s,
+                                 registry=r)
+        self.lag = Gauge("lucy_caption_lag_seconds", "Media time ingested but not yet captioned.", s, registry=r)
+        self.captioned_until = Gauge("lucy_caption_captioned_until_seconds",
+                                     "Media time covered by contiguous coarse captions.", s, registry=r)
+        # questions
+        self.questions = Counter("lucy_questions_total", "Questions answered.", s, registry=r)
+        self.questions_confident = Counter("lucy_questions_confident_total", "Questions answered with confidence.",
+                                           s, registry=r)
+        self.question_failures = Counter("lucy_question_failures_total", "Questions that failed or timed out.", s,
+                                         registry=r)
+        self.questions_in_flight = Gauge("lucy_questions_in_flight", "Questions being answered now.", s, registry=r)
+        self.confident_share = Gauge("lucy_question_confident_ratio", "Share of answered questions that were "
+                                     "confident.", s, registry=r)
+        self.question_latency = Histogram("lucy_question_latency_seconds", "Time to answer a question.", s,
+                                          buckets=QUESTION_LATENCY_BUCKETS, registry=r)
+        self.question_iterations = Histogram("lucy_question_iterations", "Backtracking rounds per question.", s,
+                                             buckets=ITERATION_BUCKETS, registry=r)
+        self.question_llm_calls = Histogram("lucy_question_llm_calls", "Reasoner (LLM) calls per question.", s,
+                                            buckets=LLM_CALL_BUCKETS, registry=r)
+        self.question_caption_calls = Histogram("lucy_question_caption_calls", "Captioner calls per question.", s,
+                                                buckets=CAPTION_CALL_BUCKETS, registry=r)
+        self._per_stream = [m for m in vars(self).values()
+                            if isinstance(m, (Counter, Gauge, Histogram)) and m is not self.streams]
+        self._lock = threading.Lock()
+        self._last: dict[tuple[str, str], float] = {}
+        self._known: set[str] = set()
+
+    # ------------------------------------------------------------------------------------------ mapping
+
+    def _count(self, counter: Counter, stream: str, key: str, value: float) -> None:
+        """Advance a counter to a cumulative figure; a figure that went down started again from zero."""
+        last = self._last.get((stream, key), 0.0)
+        delta = value - last if value >= last else value
+        if delta > 0:
+            counter.labels(stream).inc(delta)
+        else:
+            counter.labels(stream)  # the series exists from the start, at 0
+        self._last[(stream, key)] = value
+
+    def update(self, streams: Iterable[tuple[StreamFigures, CaptionCallStats, QuestionStats]]) -> None:
+        """Map the current figures of every stream; series of streams no longer listed are removed."""
+        with self._lock:
+            seen: set[str] = set()
+            for fig, calls, questions in streams:
+                name = fig.stream
+                seen.add(name)
+                self.state.labels(name).set(fig.state_code)
+                self._count(self.frames_decoded, name, "decoded", fig.frames_decoded)
+                self._count(self.frames_stored, name, "stored", fig.frames_stored)
+                self._count(self.media, name, "media", fig.media_seconds)
+                self._count(self.reconnects, name, "reconnects", fig.reconnects)
+                self._count(self.decode_errors, name, "decode_errors", fig.decode_errors)
+                self.ingested_until.labels(name).set(fig.ingested_until)
+                self.decode_fps.labels(name).set(fig.decode_fps)
+                self.realtime.labels(name).set(fig.realtime_factor)
+
+                self._count(self.caption_requests, name, "caption_requests", calls.requests)
+                self._count(self.caption_failures, name, "caption_failures", calls.failures)
+                self._count(self.prompt_tokens, name, "prompt_tokens", calls.prompt_tokens)
+                self._count(self.completion_tokens, name, "completion_tokens", calls.completion_tokens)
+                self._count(self.captions_stored, name, "captions_stored", fig.captions_stored)
+                latency = self.caption_latency.labels(name)
+                for seconds in calls.drain():
+                    latency.observe(seconds)
+                self.queue_depth.labels(name).set(fig.caption_queue_depth)
+                self.lag.labels(name).set(fig.caption_lag_seconds)
+                self.captioned_until.labels(name).set(fig.captioned_until)
+
+                self._count(self.questions, name, "questions", questions.answered)
+                self._count(self.questions_confident, name, "confident", questions.confident)
+                self._count(self.question_failures, name, "question_failures", questions.failures)
+                self.questions_in_flight.labels(name).set(questions.in_flight)
+                self.confident_share.labels(name).set(questions.confident_share)
+                q_latency, q_iter = self.question_latency.labels(name), self.question_iterations.labels(name)
+                q_llm, q_cap = self.question_llm_calls.labels(name), self.question_caption_calls.labels(name)
+                for record in questions.drain():
+                    q_latency.observe(record.latency_seconds)
+                    q_iter.observe(record.iterations)
+                    q_llm.observe(record.llm_calls)
+                    q_cap.observe(record.caption_calls)
+            for gone in self._known - seen:
+                self._forget(gone)
+            self._known = seen
+            self.streams.set(len(seen))
+
+    def _forget(self, stream: str) -> None:
+        for metric in self._per_stream:
+            try:
+                metric.remove(stream)
+            except KeyError:
+                pass  # this metric never had the stream
+        self._last = {k: v for k, v in self._last.items() if k[0] != stream}
+
+    def render(self) -> bytes:
+        """The text exposition format (``/metrics``)."""
+        return generate_latest(self.registry)

@@ -1,0 +1,116 @@
+"""Plain stats objects that the pipeline fills as it works; the exporter maps them onto Prometheus metrics.
+
+Nothing here knows about Prometheus: the figures are also read by the HTTP API, the dashboard and MQTT.
+Counters only grow; per-event figures (latencies, calls per question) wait in a short list until the exporter
+takes them (``drain``), so each event is observed exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+# Events kept for the exporter at most (if nothing scrapes, the oldest are dropped: counters stay exact).
+_PENDING_MAX = 10_000
+
+
+class CaptionCallStats:
+    """Every request made to a stream's captioner (background coarse captions and question-time captions)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.failures = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.frames = 0
+        self._latencies: list[float] = []
+
+    def record(self, latency_seconds: float, *, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0,
+               frames: int = 0) -> None:
+        with self._lock:
+            self.requests += 1
+            if not ok:
+                self.failures += 1
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+            self.frames += frames
+            if len(self._latencies) < _PENDING_MAX:
+                self._latencies.append(latency_seconds)
+
+    def drain(self) -> list[float]:
+        """Latencies recorded since the last call."""
+        with self._lock:
+            taken, self._latencies = self._latencies, []
+        return taken
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionRecord:
+    """What one answered question cost."""
+
+    latency_seconds: float
+    iterations: int
+    llm_calls: int
+    caption_calls: int
+    confident: bool
+
+
+class QuestionStats:
+    """Questions asked about one stream through the service (HTTP, OpenAI-compatible API, MQTT)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.answered = 0
+        self.confident = 0
+        self.failures = 0
+        self.in_flight = 0
+        self._pending: list[QuestionRecord] = []
+
+    def started(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+    def finished(self, record: QuestionRecord | None) -> None:
+        """A question ended: answered (``record``) or failed (None)."""
+        with self._lock:
+            self.in_flight -= 1
+            if record is None:
+                self.failures += 1
+                return
+            self.answered += 1
+            self.confident += int(record.confident)
+            if len(self._pending) < _PENDING_MAX:
+                self._pending.append(record)
+
+    @property
+    def confident_share(self) -> float:
+        return self.confident / self.answered if self.answered else 0.0
+
+    def drain(self) -> list[QuestionRecord]:
+        with self._lock:
+            taken, self._pending = self._pending, []
+        return taken
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFigures:
+    """One stream's figures at one moment, as the exporter sees them (cumulative counts since the stream's
+    current run began; the exporter turns restarts into counter increments correctly)."""
+
+    stream: str
+    state_code: int
+    # ingest
+    frames_decoded: int = 0
+    frames_stored: int = 0
+    media_seconds: float = 0.0  # ingested by the current run
+    ingested_until: float = 0.0
+    decode_fps: float = 0.0
+    realtime_factor: float = 0.0
+    reconnects: int = 0
+    decode_errors: int = 0
+    # background captioning
+    captions_stored: int = 0
+    caption_queue_depth: int = 0
+    captioned_until: float = 0.0
+    caption_lag_seconds: float = 0.0

@@ -1,0 +1,194 @@
+"""The reasoner boundary: the LLM agents of the backtracking loop behind one interface.
+
+Four agents (paper, §3): *answer* (answer, confidence, supporting spans, reason), *localise + instruct* (the
+single most relevant unsearched span and what to look for in it), *select* (sparse initialisation: the most
+relevant coarse spans, or all of them for a question about the whole video) and *summarise* (summary nodes
+above coarse memory for long streams). Every reply is a pydantic model, and every call reports what it cost.
+
+The engine decides what memory an agent sees (and keeps every prompt within the context budget); a reasoner
+only turns what it is given into a reply. Memory text is data read from video, never instructions.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from lucy.errors import LucyError
+
+
+class ReasonerError(LucyError):
+    """An agent could not give a usable reply (server down, or a reply that still did not validate after the
+    model was shown its error). The engine records it in the trace and carries on without that reply."""
+
+
+# ------------------------------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """What is asked, about a stream seen up to ``horizon`` media seconds."""
+
+    text: str
+    options: tuple[str, ...] = ()
+    horizon: float = 0.0
+
+    @property
+    def multiple_choice(self) -> bool:
+        return bool(self.options)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One memory as an agent sees it. ``ref`` is the number the prompt shows and replies refer to."""
+
+    ref: int
+    level: str  # "summary2", "summary1", "coarse", "fine", "ultra_fine"
+    start: float
+    end: float
+    text: str
+    instruction: str = ""  # what the captioner was told to look for (question-made nodes)
+
+
+# ------------------------------------------------------------------------------------------------- replies
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class EvidenceSpan(_Reply):
+    """A stretch of media time that supports an answer."""
+
+    start: float = Field(ge=0, description="Start of the supporting span, media seconds.")
+    end: float = Field(ge=0, description="End of the supporting span, media seconds.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EvidenceSpan:
+        if self.end < self.start:
+            raise ValueError(f"evidence span ends ({self.end}) before it starts ({self.start})")
+        return self
+
+
+class AnswerReply(_Reply):
+    """The answering agent's reply."""
+
+    answer: str = Field(description="The answer in words (for multiple choice: the chosen option's text).")
+    option_index: int | None = Field(
+        None, ge=0, description="Multiple choice: 0-based index of the chosen option; null for open questions.")
+    confident: bool = Field(description="True only if the memory shown clearly supports the answer.")
+    evidence: list[EvidenceSpan] = Field(
+        default_factory=list, description="Media-time spans of the memories that support the answer.")
+    reason: str = Field("", description="One or two sentences: why this answer, or what is missing.")
+
+
+class LocaliseReply(_Reply):
+    """The localisation agent's reply: where to look next, and for what."""
+
+    span: int = Field(description="The ref number of one candidate span (from the candidate list).")
+    instruction: str = Field(min_length=1, description="What the captioner should look for in that span.")
+    reason: str = Field("", description="Why this span.")
+
+
+class SelectReply(_Reply):
+    """The sparse-initialisation reply: the most relevant spans, or all of them for a global question."""
+
+    spans: list[int] = Field(default_factory=list, description="Ref numbers of the most relevant spans, best first.")
+    global_question: bool = Field(
+        False, description="True if answering needs the whole video (e.g. a summary or a count over all of it).")
+    reason: str = Field("", description="Why these spans.")
+
+
+class SummaryReply(_Reply):
+    """A summary of consecutive memories (one node of a summary level)."""
+
+    summary: str = Field(min_length=1, description="What happens in these spans, keeping names, text and numbers.")
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(slots=True)
+class Usage:
+    """What one agent call cost (a call that was retried once counts two LLM calls)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_seconds: float = 0.0
+    llm_calls: int = 1
+
+
+@dataclass(slots=True)
+class Reasoned(Generic[R]):
+    """A validated reply and its cost."""
+
+    reply: R
+    usage: Usage = field(default_factory=Usage)
+
+
+# ------------------------------------------------------------------------------------------------- checks
+
+
+def check_answer(reply: AnswerReply, question: Question) -> AnswerReply:
+    """Refuse what the schema cannot: an option index that does not exist. Raises ValueError."""
+    if question.options:
+        if reply.option_index is None:
+            raise ValueError(f"option_index is required: choose one of the {len(question.options)} options "
+                             f"(0 to {len(question.options) - 1})")
+        if reply.option_index >= len(question.options):
+            raise ValueError(f"option_index {reply.option_index} does not exist: choose 0 to "
+                             f"{len(question.options) - 1}")
+    return reply
+
+
+def check_localise(reply: LocaliseReply, candidates: Sequence[int]) -> LocaliseReply:
+    if reply.span not in candidates:
+        shown = ", ".join(map(str, list(candidates)[:30]))
+        raise ValueError(f"span {reply.span} is not a candidate; choose one of: {shown}")
+    return reply
+
+
+def check_select(reply: SelectReply, refs: Sequence[int]) -> SelectReply:
+    allowed = set(refs)
+    unknown = [r for r in reply.spans if r not in allowed]
+    if unknown:
+        raise ValueError(f"spans {unknown} are not in the list; use ref numbers that are shown")
+    if not reply.spans and not reply.global_question:
+        raise ValueError("choose at least one span (or set global_question to true)")
+    return reply
+
+
+# ------------------------------------------------------------------------------------------------- interface
+
+
+class Reasoner(ABC):
+    """The agents of the loop. Implementations must be safe to call from one event loop, one call at a time
+    per question (several questions may run at once)."""
+
+    name: str  # backend, e.g. "lexical", "openai"
+    model: str  # recorded on summary nodes and in the trace
+
+    @abstractmethod
+    async def answer(self, question: Question, memory: Sequence[MemoryItem], *,
+                     final: bool = False) -> Reasoned[AnswerReply]:
+        """Answer from ``memory``. ``final``: the last chance, an answer must be given even if unsure."""
+
+    @abstractmethod
+    async def localise(self, question: Question, memory: Sequence[MemoryItem],
+                       candidates: Sequence[MemoryItem]) -> Reasoned[LocaliseReply]:
+        """Pick one of ``candidates`` (by ref) to look at more closely, and say what to look for."""
+
+    @abstractmethod
+    async def select(self, question: Question, spans: Sequence[MemoryItem], k: int) -> Reasoned[SelectReply]:
+        """Pick the ``k`` spans most relevant to the question (by ref), or say it needs all of them."""
+
+    @abstractmethod
+    async def summarise(self, items: Sequence[MemoryItem], *, max_chars: int) -> Reasoned[SummaryReply]:
+        """Summarise consecutive memories into at most ``max_chars`` characters."""
+
+    async def aclose(self) -> None:
+        """Release clients and connections."""

@@ -1,0 +1,280 @@
+"""The embedded reasoner: deterministic lexical retrieval and option scoring, no model, CPU only.
+
+- *select* and *localise* rank spans by BM25 between the question (and its options) and memory text;
+- *answer* scores each option by how much of what tells it apart from the other options appears in memory,
+  weighted by how deep that memory is and how well it matches the question's own words; an open question is
+  answered by quoting the line of memory that best matches it;
+- the confidence rule is what makes the loop backtrack: the answer is confident only when the best option
+  clearly beats the runner-up *and* the evidence is detailed (a fine or ultra-fine memory, or an exact match of
+  the option's words), so an answer guessed from lossy coarse memory sends the loop deeper.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lucy.config.settings import LexicalReasonerSettings
+from lucy.query.reasoners.base import (
+    AnswerReply,
+    EvidenceSpan,
+    LocaliseReply,
+    MemoryItem,
+    Question,
+    Reasoned,
+    Reasoner,
+    SelectReply,
+    SummaryReply,
+    Usage,
+)
+from lucy.query.text import BM25, clip_text, normalise_phrase, similar, terms
+
+_DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
+_DETAILED = ("fine", "ultra_fine")
+_DEPTHS = ("coarse", "fine", "ultra_fine")
+_SUMMARY_WEIGHT = 0.3
+_GLOBAL = re.compile(
+    r"\b(whole|entire|overall|throughout|summari[sz]e|summary|in total|altogether|how many times|"
+    r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
+
+
+@dataclass(slots=True)
+class _Scored:
+    item: MemoryItem
+    score: float
+    exact: bool
+
+
+def _relevant(context: float) -> float:
+    """Weight of a memory by how well it matches the question: steep, so that the memory that names what the
+    question is about outweighs its neighbours that merely share a word."""
+    return 0.15 + 0.85 * context * context
+
+
+def _weight(level: str) -> float:
+    return _DEPTH_WEIGHT.get(level, _SUMMARY_WEIGHT)
+
+
+class LexicalReasoner(Reasoner):
+    """Deterministic agents over memory text. Every call counts as one (free) LLM call in the trace."""
+
+    name = "lexical"
+    model = "lexical-bm25"
+
+    def __init__(self, settings: LexicalReasonerSettings | None = None) -> None:
+        self.settings = settings or LexicalReasonerSettings()
+
+    # ------------------------------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _usage(started: float) -> Usage:
+        return Usage(latency_seconds=time.perf_counter() - started, llm_calls=1)
+
+    def _match(self, term: str, doc_terms: set[str]) -> tuple[float, str | None]:
+        """(1, term) for an exact term, a reduced score for an OCR-style near miss of a long term, else 0."""
+        if term in doc_terms:
+            return 1.0, term
+        if len(term) < 6:
+            return 0.0, None  # short codes and numbers must match exactly ("4821" is not "4281")
+        best, which = 0.0, None
+        for d in doc_terms:
+            if abs(len(d) - len(term)) <= 2:
+                score = similar(term, d)
+                if score > best:
+                    best, which = score, d
+        if best < self.settings.fuzzy:
+            return 0.0, None
+        return 0.5 * (best - self.settings.fuzzy) / (1 - self.settings.fuzzy), which
+
+    @staticmethod
+    def _near(sequence: list[str], term: str, query: set[str], window: int = 6) -> float:
+        """How close ``term`` stands to the question's words in a memory: 1 with two of them within a few
+        words ("3 orange squares" for "how many orange squares"), 0 with none."""
+        best = 0
+        for p, t in enumerate(sequence):
+            if t == term:
+                around = set(sequence[max(0, p - window):p + window + 1]) & query
+                best = max(best, len(around))
+                if best >= 2:
+                    break
+        return min(1.0, best / 2)
+
+    @staticmethod
+    def _context(memory: Sequence[MemoryItem], bm25: BM25, query: list[str]) -> list[float]:
+        """How well each memory matches the question's own words, in [0, 1]; a memory inherits 0.4 of what
+        the memories enclosing it match (a fine caption inside the coarse span that names the place)."""
+        qset = set(query)
+        # Words no memory holds tell nothing about which memory is relevant: they are left out of the total.
+        total = sum(bm25.idf_of(t) for t in qset if t in bm25.idf) or 1.0
+        own = [qset & set(bm25.docs[i]) for i in range(len(memory))]
+        out = []
+        for i, item in enumerate(memory):
+            inherited: set[str] = set()
+            for j, other in enumerate(memory):
+                if j != i and other.start <= item.start and item.end <= other.end and \
+                        (other.end - other.start) > (item.end - item.start):
+                    inherited |= own[j]
+            mass = sum(bm25.idf_of(t) for t in own[i]) + 0.4 * sum(bm25.idf_of(t) for t in inherited - own[i])
+            out.append(min(1.0, mass / total))
+        return out
+
+    # ------------------------------------------------------------------------------------------- agents
+
+    async def answer(self, question: Question, memory: Sequence[MemoryItem], *,
+                     final: bool = False) -> Reasoned[AnswerReply]:
+        started = time.perf_counter()
+        memory = list(memory)
+        bm25 = BM25([m.text for m in memory])
+        query = terms(question.text)
+        context = self._context(memory, bm25, query)
+        if question.options:
+            reply = self._choose(question, memory, bm25, context)
+        else:
+            reply = self._quote(question, memory, bm25, context, query)
+        if final:
+            reply = reply.model_copy(update={"confident": False})
+        return Reasoned(reply, self._usage(started))
+
+    def _choose(self, question: Question, memory: list[MemoryItem], bm25: BM25,
+                context: list[float]) -> AnswerReply:
+        option_terms = [set(terms(o)) for o in question.options]
+        qset = set(terms(question.text))
+        sequences = [terms(m.text) for m in memory]
+        doc_terms = [set(seq) for seq in sequences]
+        phrases = [normalise_phrase(m.text) for m in memory]
+        best_per_option: list[_Scored | None] = []
+        for i, option in enumerate(question.options):
+            others = set().union(*(t for j, t in enumerate(option_terms) if j != i))
+            distinct = (option_terms[i] - others - qset) or (option_terms[i] - others) or option_terms[i]
+            mass = sum(bm25.idf_of(t) for t in distinct) or 1.0
+            phrase = normalise_phrase(option)
+            # A code or a multi-word option found verbatim is strong evidence wherever it is.
+            distinctive_phrase = len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))
+            best: _Scored | None = None
+            for k, item in enumerate(memory):
+                support = 0.0
+                for t in distinct:
+                    found, which = self._match(t, doc_terms[k])
+                    if found:
+                        near = self._near(sequences[k], which or t, qset)
+                        support += bm25.idf_of(t) * found * (0.4 + 0.6 * near)
+                support /= mass
+                exact = distinctive_phrase and re.search(
+                    rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", phrases[k]) is not None
+                if exact:
+                    support = max(support, 0.8)
+                score = support * _weight(item.level) * _relevant(context[k])
+                if score > 0 and (best is None or score > best.score):
+                    best = _Scored(item, score, exact)
+            best_per_option.append(best)
+        ranked = sorted(range(len(question.options)),
+                        key=lambda i: (-(best_per_option[i].score if best_per_option[i] else 0.0), i))
+        top = ranked[0]
+        first = best_per_option[top]
+        second = best_per_option[ranked[1]] if len(ranked) > 1 else None
+        s1 = first.score if first else 0.0
+        s2 = second.score if second else 0.0
+        s = self.settings
+        detailed = first is not None and (first.item.level in _DETAILED or first.exact)
+        confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed
+        if first is None:
+            reason = "no memory mentions any option; guessing"
+            evidence: list[EvidenceSpan] = []
+        else:
+            evidence = [EvidenceSpan(start=first.item.start, end=first.item.end)]
+            reason = (f"option {top} scores {s1:.2f} against {s2:.2f} for the runner-up, from {first.item.level} "
+                      f"memory at {first.item.start:g}-{first.item.end:g}s"
+                      f"{' (exact match)' if first.exact else ''}")
+            if not confident:
+                reason += "; not decisive" if detailed else "; only coarse evidence"
+        return AnswerReply(answer=question.options[top], option_index=top, confident=confident,
+                           evidence=evidence, reason=reason)
+
+    def _quote(self, question: Question, memory: list[MemoryItem], bm25: BM25, context: list[float],
+               query: list[str]) -> AnswerReply:
+        if not memory or not query:
+            return AnswerReply(answer="The memory holds nothing about this.", confident=False,
+                               reason="no memory matches the question")
+        raw = bm25.scores(query)
+        scored = sorted(range(len(memory)), key=lambda k: (-(raw[k] * _weight(memory[k].level) *
+                                                              _relevant(context[k])), k))
+        k = scored[0]
+        if raw[k] <= 0:
+            return AnswerReply(answer="The memory holds nothing about this.", confident=False,
+                               reason="no memory matches the question")
+        item = memory[k]
+        qset = set(query)
+        sentences = [s.strip() for s in _SENTENCE.split(item.text) if s.strip()] or [item.text]
+        line = max(sentences, key=lambda s: (len(qset & set(terms(s))), -len(s)))
+        coverage = context[k]
+        confident = item.level in _DETAILED and coverage >= self.settings.min_coverage
+        return AnswerReply(
+            answer=f"At {item.start:g}-{item.end:g}s: {clip_text(line, 400)}", confident=confident,
+            evidence=[EvidenceSpan(start=item.start, end=item.end)],
+            reason=f"best-matching {item.level} memory covers {coverage:.0%} of the question's words")
+
+    async def localise(self, question: Question, memory: Sequence[MemoryItem],
+                       candidates: Sequence[MemoryItem]) -> Reasoned[LocaliseReply]:
+        started = time.perf_counter()
+        if not candidates:
+            raise ValueError("localise needs at least one candidate")
+        query = terms(question.text) + [t for o in question.options for t in terms(o)]
+        # A candidate is worth what the best memory inside it says (its own caption or deeper ones).
+        pool = list(memory) + [c for c in candidates if c not in memory]
+        bm25 = BM25([m.text for m in pool])
+        raw = bm25.scores(query)
+        best_ref, best_score, best_depth = candidates[0].ref, -1.0, -1
+        for c in candidates:  # candidates come best first by the engine's order; ties keep that order...
+            inside = [raw[i] * _weight(m.level) for i, m in enumerate(pool)
+                      if c.start <= m.start and m.end <= c.end and not m.level.startswith("summary")]
+            score = max(inside, default=0.0)
+            depth = _DEPTHS.index(c.level) if c.level in _DEPTHS else -1
+            # ... except that the narrower of two spans holding the same evidence is the better place to look
+            if score > best_score + 1e-9 or (abs(score - best_score) <= 1e-9 and depth > best_depth):
+                best_ref, best_score, best_depth = c.ref, score, depth
+        instruction = self.instruction(question)
+        return Reasoned(LocaliseReply(span=best_ref, instruction=instruction,
+                                      reason=f"best lexical match ({best_score:.2f})"), self._usage(started))
+
+    @staticmethod
+    def instruction(question: Question) -> str:
+        text = f"Read all on-screen text exactly and note colours and counts of objects; needed to answer: " \
+               f"{question.text.strip()}"
+        if question.options:
+            text += " (one of: " + " | ".join(o.strip() for o in question.options) + ")"
+        return clip_text(text, 600)
+
+    async def select(self, question: Question, spans: Sequence[MemoryItem], k: int) -> Reasoned[SelectReply]:
+        started = time.perf_counter()
+        if _GLOBAL.search(question.text):
+            return Reasoned(SelectReply(spans=[s.ref for s in spans], global_question=True,
+                                        reason="the question is about the whole video"), self._usage(started))
+        bm25 = BM25([s.text for s in spans])
+        q = terms(question.text)
+        o = [t for option in question.options for t in terms(option)]
+        scores = [a + 0.5 * b for a, b in zip(bm25.scores(q), bm25.scores(o), strict=True)]
+        order = sorted(range(len(spans)), key=lambda i: (-scores[i], i))
+        if scores and scores[order[0]] <= 0 and len(spans) > k:
+            # Nothing matches: spread the picks over the video rather than piling them at its start.
+            step = len(spans) / k
+            order = [int(i * step) for i in range(k)]
+        chosen = [spans[i].ref for i in order[:k]]
+        return Reasoned(SelectReply(spans=chosen, reason="best lexical matches"), self._usage(started))
+
+    async def summarise(self, items: Sequence[MemoryItem], *, max_chars: int) -> Reasoned[SummaryReply]:
+        started = time.perf_counter()
+        # Extractive: the terms that set these spans apart (rarest first), then the start of each caption.
+        bm25 = BM25([i.text for i in items])
+        seen: dict[str, int] = {}
+        for doc in bm25.docs:
+            for t in doc:
+                seen[t] = seen.get(t, 0) + 1
+        rare = sorted(seen, key=lambda t: (seen[t], t))
+        keywords = "keywords: " + ", ".join(rare)
+        lines = [f"{i.start:g}-{i.end:g}s: {clip_text(' '.join(i.text.split()), 80)}" for i in items]
+        head = clip_text(keywords, max(40, max_chars * 2 // 3))
+        text = clip_text(head + "\n" + "\n".join(lines), max_chars)
+        return Reasoned(SummaryReply(summary=text or "(nothing)"), self._usage(started))

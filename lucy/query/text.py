@@ -1,0 +1,141 @@
+"""Text helpers shared by the query stage: tokens, a BM25 ranker, fuzzy term matching, prompt-size estimates.
+
+Everything here is deterministic and pure Python, so the embedded (lexical) reasoner and the engine's prompt
+packing give the same result on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from difflib import SequenceMatcher
+from functools import lru_cache
+
+# Conservative prompt-size estimate: English text averages ~4 characters per token with BPE tokenizers and
+# digits / punctuation / non-Latin text run denser, so 3 bytes per token over-counts rather than under-counts.
+BYTES_PER_TOKEN = 3.0
+
+_WORD = re.compile(r"[a-z0-9]+(?:[-:./][a-z0-9]+)*")
+_PART = re.compile(r"[a-z0-9]+")
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our
+out over own same she should so some such than that the their them then there these they this those through to
+too under until up very was we were what when where which while who whom why will with would you your yours
+shown show shows seen see saw appear appears appeared appearing video clip scene frame frames screen moment
+time times text written display displayed visible""".split())
+
+_AMERICAN = {"colour": "color", "colours": "colors", "grey": "gray", "centre": "center"}
+_NUMBERS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+
+
+def _stem(word: str) -> str:
+    word = _AMERICAN.get(word, word)
+    word = _NUMBERS.get(word, word)  # "three" and "3" are the same count
+    if len(word) > 4 and not word[-1].isdigit():
+        for suffix in ("ing", "ed", "es", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                if suffix == "es" and not word.endswith(("sses", "xes", "ches", "shes")):
+                    continue  # "boxes" -> "box", but "plates" -> "plate" (via "s")
+                return word[: -len(suffix)]
+    return word
+
+
+@lru_cache(maxsize=65_536)
+def _terms_of(text: str, keep_stopwords: bool) -> tuple[str, ...]:
+    out: list[str] = []
+    for match in _WORD.finditer(text.lower()):
+        word = match.group(0).strip("-:./")
+        parts = _PART.findall(word)
+        if len(parts) > 1:
+            out.append(word)  # "kx-4821" and "14:05" are kept whole as well as in parts...
+            out.append("".join(parts))  # ... and joined, as OCR often reads them ("kx4821")
+        for part in parts:
+            if keep_stopwords or part not in STOPWORDS:
+                out.append(_stem(part))
+    return tuple(out)
+
+
+def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Normalised search terms of ``text``: lower case, light stemming, compound codes kept whole too."""
+    return list(_terms_of(text, keep_stopwords))
+
+
+def estimate_tokens(text: str) -> int:
+    """An upper estimate of how many tokens ``text`` costs in a chat prompt."""
+    return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
+
+
+def similar(a: str, b: str) -> float:
+    """Similarity in [0, 1] of two terms; OCR-style slips ("4B21" for "4821") still score high."""
+    if a == b:
+        return 1.0
+    if min(len(a), len(b)) < 3:
+        return 0.0
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+class BM25:
+    """Okapi BM25 over a small corpus (the memory items of one prompt), with optional fuzzy term matches."""
+
+    def __init__(self, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.docs = [Counter(terms(d)) for d in documents]
+        self.lengths = [sum(c.values()) for c in self.docs]
+        self.avg = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
+        self.k1, self.b = k1, b
+        df: Counter[str] = Counter()
+        for doc in self.docs:
+            df.update(doc.keys())
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self._n = n
+
+    def idf_of(self, term: str) -> float:
+        return self.idf.get(term, math.log(1 + (self._n + 0.5) / 0.5))
+
+    def score(self, query: Iterable[str], index: int) -> float:
+        doc, length = self.docs[index], self.lengths[index]
+        if not length:
+            return 0.0
+        total = 0.0
+        for term in set(query):
+            tf = doc.get(term, 0)
+            if not tf:
+                continue
+            norm = tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * length / max(self.avg, 1e-9)))
+            total += self.idf.get(term, 0.0) * norm
+        return total
+
+    def scores(self, query: Iterable[str]) -> list[float]:
+        q = list(query)
+        return [self.score(q, i) for i in range(self._n)]
+
+
+def normalise_phrase(text: str) -> str:
+    """Lower case, single spaces, punctuation except code separators dropped: for exact-phrase matching."""
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def clip_text(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters (an ellipsis marks the cut)."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 1:
+        return "…"[:max_chars]
+    return text[: max_chars - 1].rstrip() + "…"
+
+
+def hms(seconds: float) -> str:
+    """Media time as H:MM:SS (or M:SS under an hour), with tenths when not whole."""
+    whole = int(seconds)
+    frac = seconds - whole
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    tail = f".{int(round(frac * 10)) % 10}" if frac > 0.05 and frac < 0.95 else ""
+    return f"{h}:{m:02d}:{s:02d}{tail}" if h else f"{m}:{s:02d}{tail}"

@@ -1,0 +1,136 @@
+"""What a question produced: the trace of its steps, streamed as they happen, and the final answer."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+@dataclass(slots=True)
+class TraceStep:
+    """One step of the loop: an agent call, a round of captioning, or the end.
+
+    ``agent`` is one of: ``tail`` (coarse captions made on demand for the part not captioned yet), ``summarise``
+    (summary nodes for long streams), ``answer``, ``select`` (sparse initialisation), ``localise``, ``caption``
+    (a span looked at again, with its sub-spans one level deeper) and ``final`` (the forced last answer).
+    """
+
+    index: int
+    agent: str
+    level: str | None = None
+    start: float | None = None
+    end: float | None = None
+    instruction: str = ""
+    detail: str = ""
+    iteration: int = 0  # backtracking round (0: before the loop)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_seconds: float = 0.0
+    llm_calls: int = 0
+    caption_calls: int = 0
+    reused_nodes: int = 0
+    created_nodes: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["latency_seconds"] = round(self.latency_seconds, 4)
+        return out
+
+    def line(self) -> str:
+        """One human-readable line (what ``lucy ask`` prints)."""
+        where = ""
+        if self.start is not None and self.end is not None:
+            where = f" {self.level or ''} {self.start:g}-{self.end:g}s".rstrip()
+        cost = []
+        if self.llm_calls:
+            cost.append(f"{self.llm_calls} llm")
+        if self.prompt_tokens or self.completion_tokens:
+            cost.append(f"{self.prompt_tokens}+{self.completion_tokens} tok")
+        if self.caption_calls:
+            cost.append(f"{self.caption_calls} captions")
+        if self.reused_nodes:
+            cost.append(f"{self.reused_nodes} reused")
+        cost.append(f"{self.latency_seconds:.2f}s")
+        text = f"#{self.index:<2} r{self.iteration} {self.agent:<9}{where}"
+        if self.detail:
+            text += f" | {self.detail}"
+        if self.instruction:
+            text += f" | look for: {self.instruction[:100]}"
+        if self.error:
+            text += f" | ERROR: {self.error}"
+        return f"{text} [{', '.join(cost)}]"
+
+
+def wall_clock(wall_start: float | None, media_seconds: float) -> str | None:
+    """ISO 8601 UTC time of a media time on a live stream (None for files)."""
+    if wall_start is None:
+        return None
+    return datetime.fromtimestamp(wall_start + media_seconds, tz=UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(slots=True)
+class Evidence:
+    start: float
+    end: float
+    wall_start: str | None = None
+    wall_end: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"start": round(self.start, 3), "end": round(self.end, 3)}
+        if self.wall_start is not None:
+            out["wall_start"], out["wall_end"] = self.wall_start, self.wall_end
+        return out
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """The answer to one question, how it was reached, and what it cost."""
+
+    question_id: int
+    stream: str
+    question: str
+    options: list[str]
+    answer: str
+    option_index: int | None
+    confident: bool
+    evidence: list[Evidence]
+    reason: str
+    iterations: int
+    horizon: float
+    wall_seconds: float
+    trace: list[TraceStep] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(s.llm_calls for s in self.trace)
+
+    @property
+    def caption_calls(self) -> int:
+        return sum(s.caption_calls for s in self.trace)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.prompt_tokens for s in self.trace)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.completion_tokens for s in self.trace)
+
+    def to_json(self, *, trace: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"question_id": self.question_id, "stream": self.stream, "question": self.question,
+                               "answer": self.answer}
+        if self.options:
+            out["options"] = list(self.options)
+            out["option_index"] = self.option_index
+        out.update({
+            "confident": self.confident, "evidence": [e.to_json() for e in self.evidence], "reason": self.reason,
+            "iterations": self.iterations, "llm_calls": self.llm_calls, "caption_calls": self.caption_calls,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "horizon": round(self.horizon, 3), "wall_seconds": round(self.wall_seconds, 3), "errors": self.errors,
+        })
+        if trace:
+            out["trace"] = [s.to_json() for s in self.trace]
+        return out

@@ -1,0 +1,234 @@
+"""The MQTT bridge (aiomqtt): questions in, answers, new memory and stream status out.
+
+Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
+
+- ``<p>/<stream>/questions`` (in): ``{"id": ..., "question": "...", "options": [...]}``
+- ``<p>/<stream>/answers`` (out): ``{"id": ..., "stream": ..., <the answer object>}``, or ``{"id": ..., "error": ...}``
+- ``<p>/<stream>/captions`` (out): each new memory node, as the API shows it
+- ``<p>/<stream>/status`` (out, retained): the stream's state and progress (source redacted)
+- ``<p>/status`` (out, retained): ``online`` while connected; the broker publishes the last will (``offline``)
+  if the server vanishes, and a clean shutdown says ``offline`` itself.
+
+Reconnects with exponential backoff whenever the broker goes away; what was to be published meanwhile waits in
+a bounded outbox (oldest dropped first), and retained status is published again on every connect, so a
+restarted broker that lost its retained messages gets them back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiomqtt
+
+from lucy import __version__
+from lucy.config.settings import MqttSettings
+from lucy.errors import LucyError
+from lucy.ingest import redact_url
+from lucy.service.errors import InvalidRequest, ServiceError
+
+log = logging.getLogger(__name__)
+
+OUTBOX_MAX = 10_000
+PUBLISH_TIMEOUT_SECONDS = 10.0
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class MqttBridge:
+    """Runs for the server's lifetime (:meth:`run`), across broker restarts; :meth:`close` says goodbye."""
+
+    def __init__(self, settings: MqttSettings, svc: Any) -> None:
+        self.settings = settings
+        self.svc = svc
+        parts = urlsplit(settings.url)
+        self.tls = parts.scheme == "mqtts"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (8883 if self.tls else 1883)
+        self.prefix = settings.topic_prefix.rstrip("/")
+        self.connected = False
+        self.connects = 0
+        self.dropped = 0
+        self._client: aiomqtt.Client | None = None
+        self._outbox: asyncio.Queue[tuple[str, bytes, bool]] = asyncio.Queue()
+        self._unsent: tuple[str, bytes, bool] | None = None
+        self._questions: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    # ------------------------------------------------------------------------------------ topics
+
+    def topic(self, stream: str, kind: str) -> str:
+        return f"{self.prefix}/{stream}/{kind}"
+
+    def _stream_of(self, topic: str) -> str | None:
+        head, tail = f"{self.prefix}/", "/questions"
+        if topic.startswith(head) and topic.endswith(tail):
+            stream = topic[len(head):-len(tail)]
+            return stream if stream and "/" not in stream else None
+        return None
+
+    # ------------------------------------------------------------------------------------ outbox
+
+    def post(self, topic: str, payload: bytes, retain: bool = False) -> None:
+        """Queue a message (sent now if connected, else after the next connect)."""
+        if self._outbox.qsize() >= OUTBOX_MAX:
+            self._outbox.get_nowait()
+            self.dropped += 1
+        self._outbox.put_nowait((topic, payload, retain))
+
+    async def _forward_events(self, sub: Any) -> None:
+        while True:
+            event = await sub.get()
+            stream = event.get("stream")
+            if not stream:
+                continue
+            if event["type"] == "node":
+                self.post(self.topic(stream, "captions"), _json(event["node"]))
+            elif event["type"] == "status":
+                status = event["status"]
+                # A purged stream's retained status is cleared (an empty retained message deletes it).
+                self.post(self.topic(stream, "status"), b"" if status.get("purged") else _json(status), retain=True)
+
+    # ------------------------------------------------------------------------------------ connection
+
+    def _make_client(self) -> aiomqtt.Client:
+        s = self.settings
+        tls_context = None
+        if self.tls:
+            tls_context = ssl.create_default_context(cafile=str(s.tls_ca_file) if s.tls_ca_file else None)
+            if s.tls_cert_file is not None:
+                tls_context.load_cert_chain(str(s.tls_cert_file), str(s.tls_key_file) if s.tls_key_file else None)
+            if s.tls_insecure:
+                tls_context.check_hostname = False
+        will = aiomqtt.Will(f"{self.prefix}/status", _json({"state": "offline", "reason": "connection lost"}),
+                            qos=s.qos, retain=True)
+        return aiomqtt.Client(
+            self.host, self.port, username=s.username,
+            password=s.password.get_secret_value() if s.password is not None else None,
+            identifier=s.client_id, will=will, keepalive=s.keepalive_seconds, tls_context=tls_context,
+            tls_insecure=s.tls_insecure if self.tls else None, timeout=PUBLISH_TIMEOUT_SECONDS)
+
+    async def run(self) -> None:
+        """Connect, serve, and reconnect with backoff until cancelled."""
+        s = self.settings
+        delay = s.reconnect_initial_seconds
+        async with self.svc.bus.subscribe(maxsize=OUTBOX_MAX) as sub:
+            forwarder = asyncio.create_task(self._forward_events(sub), name="mqtt-events")
+            try:
+                while not self._closing:
+                    try:
+                        async with self._make_client() as client:
+                            self._client, self.connected = client, True
+                            self.connects += 1
+                            delay = s.reconnect_initial_seconds
+                            log.warning("mqtt: connected to %s:%d", self.host, self.port)
+                            await self._serve(client)
+                    except aiomqtt.MqttError as err:
+                        if self.connected:
+                            log.warning("mqtt: connection to %s:%d lost (%s); reconnecting", self.host, self.port,
+                                        err)
+                        else:
+                            log.warning("mqtt: cannot reach %s:%d (%s); retrying in %.1f s", self.host, self.port,
+                                        err, delay)
+                    finally:
+                        self._client, self.connected = None, False
+                    if self._closing:
+                        break
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, s.reconnect_max_seconds)
+            finally:
+                forwarder.cancel()
+                for task in list(self._questions):
+                    task.cancel()
+
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        s = self.settings
+        await client.subscribe(f"{self.prefix}/+/questions", qos=s.qos)
+        statuses = await asyncio.to_thread(self.svc.manager.statuses)
+        await client.publish(f"{self.prefix}/status", _json(
+            {"state": "online", "version": __version__, "since": time.time(),
+             "streams": [st["name"] for st in statuses]}), qos=s.qos, retain=True)
+        for status in statuses:
+            await client.publish(self.topic(status["name"], "status"), _json(status), qos=s.qos, retain=True)
+        tasks = [asyncio.create_task(self._publish_loop(client), name="mqtt-publish"),
+                 asyncio.create_task(self._receive_loop(client), name="mqtt-receive")]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # re-raises the MqttError that ended the connection
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _publish_loop(self, client: aiomqtt.Client) -> None:
+        while True:
+            if self._unsent is None:
+                self._unsent = await self._outbox.get()
+            topic, payload, retain = self._unsent
+            await client.publish(topic, payload, qos=self.settings.qos, retain=retain)
+            self._unsent = None  # only once the broker has it: a message in flight when the link drops is resent
+
+    async def _receive_loop(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            stream = self._stream_of(message.topic.value)
+            if stream is None:
+                continue
+            task = asyncio.create_task(self._answer(stream, message.payload), name=f"mqtt-question-{stream}")
+            self._questions.add(task)
+            task.add_done_callback(self._questions.discard)
+
+    # ------------------------------------------------------------------------------------ questions
+
+    async def _answer(self, stream: str, payload: Any) -> None:
+        topic = self.topic(stream, "answers")
+        qid: Any = None
+        try:
+            try:
+                raw = payload.decode() if isinstance(payload, bytes | bytearray) else str(payload)
+                body = json.loads(raw)
+            except (UnicodeDecodeError, ValueError):
+                raise InvalidRequest("the payload must be JSON: {\"id\": ..., \"question\": \"...\"}") from None
+            if not isinstance(body, dict):
+                raise InvalidRequest("the payload must be a JSON object with an id and a question")
+            qid = body.get("id")
+            if not isinstance(qid, str | int) or isinstance(qid, bool) or len(str(qid)) > 128:
+                qid = None
+                raise InvalidRequest("every question needs an \"id\" (a string or number, up to 128 characters)")
+            question, options = body.get("question"), body.get("options", [])
+            if not isinstance(question, str):
+                raise InvalidRequest("\"question\" must be a string")
+            if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+                raise InvalidRequest("\"options\" must be a list of strings")
+            answer = await self.svc.questions.ask(stream, question, options)
+            self.post(topic, _json({"id": qid, "stream": stream, **answer}))
+        except asyncio.CancelledError:
+            raise
+        except (ServiceError, LucyError) as err:
+            self.post(topic, _json({"id": qid, "stream": stream, "error": redact_url(str(err)),
+                                    "status": getattr(err, "status", 422)}))
+        except Exception as err:
+            log.exception("mqtt question about %s failed", stream)
+            self.post(topic, _json({"id": qid, "stream": stream, "error": f"internal error: {type(err).__name__}",
+                                    "status": 500}))
+
+    # ------------------------------------------------------------------------------------ shutdown
+
+    async def close(self) -> None:
+        """Say ``offline`` (retained) before the server stops; then :meth:`run` ends."""
+        self._closing = True
+        client = self._client
+        if client is not None and self.connected:
+            try:
+                await asyncio.wait_for(client.publish(
+                    f"{self.prefix}/status", _json({"state": "offline", "reason": "shutdown"}),
+                    qos=self.settings.qos, retain=True), PUBLISH_TIMEOUT_SECONDS)
+            except (aiomqtt.MqttError, TimeoutError) as err:
+                log.warning("mqtt: could not publish the offline status: %s", err)

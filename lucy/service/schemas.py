@@ -1,0 +1,179 @@
+"""Request and response bodies of the HTTP API (pydantic at the edge; they make the OpenAPI docs)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamCreate(_Body):
+    """A stream to ingest."""
+
+    name: str = Field(min_length=1, max_length=64, description="Stream name: letters, digits, '_', '-', '.'.",
+                      examples=["door"])
+    source: str = Field(min_length=1, max_length=4096,
+                        description="Absolute path of a video file, or an rtsp://, rtsps://, http:// or https:// URL "
+                                    "(credentials in it are never shown back).",
+                        examples=["rtsp://user:password@camera.local:554/stream1"])
+    preset: str | None = Field(None, description="Memory-level preset (default: the server's).")
+    captioner: Literal["pixels", "openai", "vllm", "none"] | None = Field(
+        None, description="Captioner that builds the stream's memory (default: the server's).")
+    realtime: bool = Field(False, description="Pace a file like a live stream.")
+
+
+class CaptionStatus(BaseModel):
+    captions_per_second: float
+    queued: int
+    pending: int
+    in_flight: int
+    coarse_nodes: int
+    failures: int
+    last_error: str | None
+
+
+class QuestionCounts(BaseModel):
+    answered: int
+    confident: int
+    failed: int
+    in_flight: int
+
+
+class StreamStatus(BaseModel):
+    """A stream's state and progress. ``source`` is shown with credentials redacted."""
+
+    name: str
+    source: str
+    preset: str | None
+    captioner: str | None
+    realtime: bool
+    managed: bool = Field(description="Ingested by this server (False: only stored in its data directory).")
+    state: Literal["starting", "running", "reconnecting", "stopped", "failed", "finished"]
+    error: str | None
+    lost: str | None
+    live: bool | None
+    created: float | None
+    started_at: float | None
+    ended_at: float | None
+    ingested_until: float = Field(description="Media seconds stored.")
+    captioned_until: float = Field(description="Media seconds covered by contiguous coarse captions.")
+    lag_seconds: float = Field(description="ingested_until - captioned_until.")
+    decode_fps: float
+    realtime_factor: float
+    frames: int
+    reconnects: int
+    decode_errors: int
+    gaps: int
+    caption: CaptionStatus
+    questions: QuestionCounts
+    purged: bool | None = None
+
+
+class StreamList(BaseModel):
+    streams: list[StreamStatus]
+
+
+class HistoryPoint(BaseModel):
+    t: float = Field(description="Unix time of the sample.")
+    state: str
+    ingested_until: float
+    captioned_until: float
+    lag_seconds: float
+    captions_per_second: float
+    decode_fps: float
+
+
+class History(BaseModel):
+    stream: str
+    interval_seconds: float
+    points: list[HistoryPoint]
+
+
+class QuestionIn(_Body):
+    """A question about everything a stream has ingested so far."""
+
+    question: str = Field(min_length=1, max_length=100_000, description="The question (size limit: "
+                          "service.max_question_chars).", examples=["What is the delivery van's plate?"])
+    options: list[str] = Field(default_factory=list, max_length=64,
+                               description="Answer options of a multiple-choice question (empty: open question).")
+
+
+class EvidenceOut(BaseModel):
+    start: float
+    end: float
+    wall_start: str | None = None
+    wall_end: str | None = None
+
+
+class AnswerOut(BaseModel):
+    """The answer object (the same as ``lucy ask --json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answer: str
+    option_index: int | None = None
+    confident: bool
+    evidence: list[EvidenceOut]
+    iterations: int
+    llm_calls: int
+    caption_calls: int
+    horizon: float
+    trace: list[dict[str, Any]]
+
+
+class MemoryNodeOut(BaseModel):
+    id: int | None
+    stream: str
+    level: str
+    start: float
+    end: float
+    text: str
+    instruction: str
+    origin: str
+    parent: int | None
+    model: str
+    created: float
+
+
+class MemoryOut(BaseModel):
+    stream: str
+    level: str | None
+    start: float
+    end: float | None
+    nodes: list[MemoryNodeOut]
+    truncated: bool
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "lucy"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str = Field(max_length=64)
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """OpenAI chat-completions request; ``model`` names a stream. Sampling parameters are accepted and ignored
+    (answers come from the stream's memory). ``options`` (via ``extra_body``) makes it multiple choice."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=64)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    options: list[str] = Field(default_factory=list, max_length=64)

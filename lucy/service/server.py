@@ -1,0 +1,56 @@
+"""Running the service: the bind check, logging that never shows credentials, and uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from lucy.config import LucySettings
+from lucy.config.settings import is_loopback_host
+from lucy.errors import LucyError
+from lucy.ingest.source import RedactingFilter
+
+
+def check_bind(settings: LucySettings) -> None:
+    """Refuse to listen beyond this machine without an API token (the config refuses it too; this guards
+    settings changed after loading)."""
+    s = settings.service
+    if not is_loopback_host(s.host) and s.api_token is None:
+        raise LucyError(f"refusing to serve on {s.host}: an address other than loopback needs an API token "
+                        f"(service.api_token / LUCY_SERVICE__API_TOKEN)")
+
+
+def _logging() -> None:
+    """Every handler redacts stream credentials; uvicorn's loggers go through the same handler."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.addFilter(RedactingFilter())
+        handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
+        root.addHandler(handler)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+
+
+def serve(settings: LucySettings) -> int:
+    """Serve until SIGINT / SIGTERM; streams stop cleanly and resume at the next start."""
+    import uvicorn
+
+    from lucy.service.app import create_app
+
+    check_bind(settings)
+    _logging()
+    s = settings.service
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=s.host, port=s.port, log_config=None, access_log=False,
+                            timeout_graceful_shutdown=30, lifespan="on")
+    server = uvicorn.Server(config)
+    print(f"lucy: serving {settings.data} on http://{s.host}:{s.port} (dashboard at /, API docs at /docs)",
+          file=sys.stderr, flush=True)
+    server.run()
+    return 0 if server.started else 1

@@ -1,0 +1,316 @@
+// Lucy's live dashboard: plain JS, no build step, no external resources.
+// Polls the API every 2 s; the ask box streams the question's trace over SSE (fetch + ReadableStream, since
+// EventSource cannot POST or send an Authorization header). Text from video goes in with textContent only.
+"use strict";
+
+const POLL_MS = 2000;
+const SVG_NS = "http://www.w3.org/2000/svg";
+const LEVEL_ROWS = { coarse: 0, fine: 1, ultra_fine: 2 };
+const state = { selected: null, streams: [], token: sessionStorage.getItem("lucyToken") || "" };
+
+const $ = (sel) => document.querySelector(sel);
+
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  if (state.token) h["Authorization"] = "Bearer " + state.token;
+  return h;
+}
+
+async function api(path, options) {
+  const opts = Object.assign({}, options || {});
+  opts.headers = headers(opts.headers);
+  const res = await fetch(path, opts);
+  if (res.status === 401) {
+    $("#token-box").hidden = false;
+    throw new Error("API token needed");
+  }
+  return res;
+}
+
+async function getJSON(path) {
+  const res = await api(path);
+  if (!res.ok) throw new Error(path + ": HTTP " + res.status);
+  return res.json();
+}
+
+function fmtSeconds(s) {
+  if (s === null || s === undefined) return "–";
+  if (s < 120) return s.toFixed(1) + " s";
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
+  return (h ? h + ":" + String(m).padStart(2, "0") : m) + ":" + String(sec).padStart(2, "0");
+}
+
+function el(tag, attrs, text) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  return node;
+}
+
+// ------------------------------------------------------------------------------------------------ streams
+
+function renderStreams() {
+  const body = $("#streams tbody");
+  body.replaceChildren();
+  $("#no-streams").hidden = state.streams.length > 0;
+  for (const s of state.streams) {
+    const row = el("tr", { "data-stream": s.name });
+    if (s.name === state.selected) row.classList.add("selected");
+    row.append(el("td", { class: "name" }, s.name));
+    const st = el("td");
+    const badge = el("span", { class: "badge state-" + s.state, id: "state-" + s.name }, s.state);
+    if (s.error) badge.title = s.error;
+    st.append(badge);
+    row.append(st);
+    const src = el("td", { class: "src" }, s.source);
+    src.title = s.source;
+    row.append(src);
+    row.append(el("td", { class: "num ingested" }, fmtSeconds(s.ingested_until)));
+    row.append(el("td", { class: "num captioned" }, fmtSeconds(s.captioned_until)));
+    row.append(el("td", { class: "num lag" }, fmtSeconds(s.lag_seconds)));
+    row.append(el("td", { class: "num" }, s.decode_fps.toFixed(1)));
+    row.append(el("td", { class: "num" }, s.caption.captions_per_second.toFixed(2)));
+    row.append(el("td", { class: "num" }, String(s.reconnects)));
+    row.addEventListener("click", () => select(s.name));
+    body.append(row);
+  }
+}
+
+function select(name) {
+  state.selected = name;
+  document.querySelectorAll(".stream-name").forEach((n) => { n.textContent = name; });
+  $("#trace").replaceChildren();
+  $("#answer").hidden = true;
+  $("#evidence-frame").hidden = true;
+  renderStreams();
+  refreshSelected();
+}
+
+// ------------------------------------------------------------------------------------------------ charts
+
+function lineChart(svg, points, key, colour) {
+  svg.replaceChildren();
+  const W = 600, H = 140, pad = 18;
+  if (points.length < 1) {
+    const t = svgEl("text", { x: 10, y: 20, fill: "#889", "font-size": 12 });
+    t.textContent = "no samples yet";
+    svg.append(t);
+    return;
+  }
+  const t0 = points[0].t, t1 = Math.max(points[points.length - 1].t, t0 + 1);
+  const vmax = Math.max(1e-6, ...points.map((p) => p[key]));
+  const x = (t) => pad + (W - 2 * pad) * (t - t0) / (t1 - t0);
+  const y = (v) => H - pad - (H - 2 * pad) * v / vmax;
+  svg.append(svgEl("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#ccd" }));
+  const d = points.map((p, i) => (i ? "L" : "M") + x(p.t).toFixed(1) + " " + y(p[key]).toFixed(1)).join(" ");
+  svg.append(svgEl("path", { d: d, fill: "none", stroke: colour, "stroke-width": 2, class: "series",
+                             "data-points": String(points.length) }));
+  const label = svgEl("text", { x: W - pad, y: 14, fill: "#556", "font-size": 12, "text-anchor": "end" });
+  const last = points[points.length - 1][key];
+  label.textContent = "now " + last.toFixed(2) + "  (max " + vmax.toFixed(2) + ")";
+  svg.append(label);
+}
+
+function timeline(svg, nodes, until) {
+  svg.replaceChildren();
+  const W = 600, H = 90, rowH = 24, pad = 4;
+  const end = Math.max(until || 0, ...nodes.map((n) => n.end), 1);
+  const start = Math.max(0, Math.min(...nodes.map((n) => n.start), end));
+  const x = (t) => pad + (W - 2 * pad) * (t - start) / Math.max(1e-6, end - start);
+  const colours = { coarse: "#2f6fdf", fine: "#1f9d6b", ultra_fine: "#c0691f" };
+  for (const n of nodes) {
+    const row = LEVEL_ROWS[n.level] === undefined ? 0 : LEVEL_ROWS[n.level];
+    const rect = svgEl("rect", {
+      x: x(n.start).toFixed(1), y: pad + row * (rowH + 4), width: Math.max(1.5, x(n.end) - x(n.start) - 1).toFixed(1),
+      height: rowH, fill: colours[n.level] || "#777", opacity: n.origin === "ingest" ? 0.85 : 0.55,
+      class: "node", "data-start": n.start });
+    const tip = svgEl("title");
+    tip.textContent = n.level + " " + fmtSeconds(n.start) + "–" + fmtSeconds(n.end) + ": " + n.text.slice(0, 200);
+    rect.append(tip);
+    rect.addEventListener("click", () => showFrame(n.start));
+    svg.append(rect);
+  }
+}
+
+function renderNodes(nodes) {
+  const list = $("#nodes");
+  list.replaceChildren();
+  for (const n of nodes.slice().reverse().slice(0, 30)) {
+    const li = el("li", { class: "node-text" });
+    const when = el("span", { class: "when" }, fmtSeconds(n.start) + "–" + fmtSeconds(n.end));
+    when.addEventListener("click", () => showFrame(n.start));
+    li.append(when, el("span", { class: "lvl" }, n.level + (n.origin === "ingest" ? "" : " · question")),
+              el("span", { class: "text" }, n.text.length > 400 ? n.text.slice(0, 400) + "…" : n.text));
+    list.append(li);
+  }
+}
+
+async function showFrame(t) {
+  if (!state.selected) return;
+  const res = await api("/v1/streams/" + encodeURIComponent(state.selected) + "/frames?width=480&t=" + t);
+  if (!res.ok) return;
+  const img = $("#evidence-frame");
+  if (img.dataset.url) URL.revokeObjectURL(img.dataset.url);
+  img.dataset.url = URL.createObjectURL(await res.blob());
+  img.src = img.dataset.url;
+  img.title = "frame at " + (res.headers.get("X-Lucy-Frame-Time") || t) + " s";
+  img.hidden = false;
+}
+
+// ------------------------------------------------------------------------------------------------ polling
+
+async function refreshSelected() {
+  const name = state.selected;
+  if (!name) return;
+  const base = "/v1/streams/" + encodeURIComponent(name);
+  const [history, memory] = await Promise.all([
+    getJSON(base + "/history"), getJSON(base + "/memory?latest=true&limit=60")]);
+  if (name !== state.selected) return;
+  lineChart($("#chart-lag"), history.points, "lag_seconds", "#c0392b");
+  lineChart($("#chart-rate"), history.points, "captions_per_second", "#2f6fdf");
+  const s = state.streams.find((x) => x.name === name);
+  timeline($("#timeline"), memory.nodes, s ? s.ingested_until : 0);
+  renderNodes(memory.nodes);
+}
+
+async function poll() {
+  try {
+    const health = await (await fetch("/readyz")).json();
+    $("#health").textContent = health.status;
+    $("#health").className = "badge " + (health.status === "ready" ? "ok" : "bad");
+    const data = await getJSON("/v1/streams");
+    state.streams = data.streams;
+    if (!state.selected && state.streams.length) {
+      select(state.streams[0].name);
+    } else {
+      renderStreams();
+      await refreshSelected();
+    }
+    $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+  } catch (err) {
+    $("#health").textContent = String(err.message || err);
+    $("#health").className = "badge bad";
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ asking
+
+function traceLine(step) {
+  let where = "";
+  if (step.start !== null && step.end !== null && step.start !== undefined) {
+    where = " " + (step.level || "") + " " + fmtSeconds(step.start) + "–" + fmtSeconds(step.end);
+  }
+  let text = "#" + step.index + " " + step.agent + where;
+  if (step.detail) text += " | " + step.detail;
+  if (step.instruction) text += " | look for: " + step.instruction;
+  if (step.error) text += " | ERROR: " + step.error;
+  return text;
+}
+
+function showAnswer(answer) {
+  const box = $("#answer");
+  box.replaceChildren();
+  box.className = answer.confident ? "" : "unsure";
+  box.append(el("strong", { class: "text" }, answer.answer || "(no answer)"));
+  box.append(el("div", { class: "muted" }, (answer.confident ? "confident" : "not confident") + " · " +
+    answer.iterations + " rounds · " + answer.llm_calls + " LLM calls · " + answer.caption_calls + " captions"));
+  const ev = el("div");
+  for (const span of answer.evidence || []) {
+    const a = el("span", { class: "evidence" }, fmtSeconds(span.start) + "–" + fmtSeconds(span.end));
+    a.addEventListener("click", () => showFrame(span.start));
+    ev.append(a);
+  }
+  box.append(ev);
+  box.hidden = false;
+  if (answer.evidence && answer.evidence.length) showFrame(answer.evidence[0].start);
+}
+
+function handleEvent(kind, data) {
+  if (kind === "step") {
+    const li = el("li", { class: "step" + (data.error ? " error" : "") }, traceLine(data));
+    $("#trace").append(li);
+    li.scrollIntoView({ block: "nearest" });
+  } else if (kind === "answer") {
+    showAnswer(data);
+  } else if (kind === "error") {
+    $("#trace").append(el("li", { class: "error" }, "error: " + data.detail));
+  }
+}
+
+async function ask(question) {
+  $("#trace").replaceChildren();
+  $("#answer").hidden = true;
+  const button = $("#ask-button");
+  button.disabled = true;
+  try {
+    const res = await api("/v1/streams/" + encodeURIComponent(state.selected) + "/questions", {
+      method: "POST", body: JSON.stringify({ question: question }),
+      headers: { "Content-Type": "application/json", "Accept": "text/event-stream" } });
+    if (!res.ok) {
+      const body = await res.json().catch(() => ({}));
+      const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail || body);
+      handleEvent("error", { detail: detail });
+      return;
+    }
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let kind = "message", data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) kind = line.slice(6).trim();
+          else if (line.startsWith("data:")) data += line.slice(5).trim();
+        }
+        if (data) handleEvent(kind, JSON.parse(data));
+      }
+    }
+  } catch (err) {
+    handleEvent("error", { detail: String(err.message || err) });
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ wiring
+
+$("#ask-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const q = $("#ask-input").value.trim();
+  if (q && state.selected) ask(q);
+});
+
+$("#token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  state.token = $("#token-input").value.trim();
+  sessionStorage.setItem("lucyToken", state.token);
+  $("#token-box").hidden = true;
+  poll();
+});
+
+$("#add-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = { name: $("#add-name").value.trim(), source: $("#add-source").value.trim() };
+  if ($("#add-captioner").value) body.captioner = $("#add-captioner").value;
+  const res = await api("/v1/streams", { method: "POST", body: JSON.stringify(body),
+                                          headers: { "Content-Type": "application/json" } });
+  const out = await res.json().catch(() => ({}));
+  $("#add-result").textContent = res.ok ? "started " + out.name
+    : "refused: " + (typeof out.detail === "string" ? out.detail : JSON.stringify(out.detail));
+  if (res.ok) { select(out.name); poll(); }
+});
+
+poll();
+setInterval(poll, POLL_MS);

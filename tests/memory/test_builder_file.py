@@ -1,0 +1,230 @@
+"""The continuous coarse builder fed by a real ingest of a generated file: keeping up, never stalling
+ingest, outages with catch-up, resume of what a previous run left, and live-stream gaps."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lucy.config import load_settings
+from lucy.ingest import Ingestor, ZarrFrameStore
+from lucy.memory.builder import CoarseBuilder
+from lucy.memory.sqlite_store import open_memory
+
+SPANS = [(0.0, 60.0), (60.0, 120.0), (120.0, 180.0), (180.0, 240.0), (240.0, 270.0)]
+
+
+def make_settings(tmp_path: Path, **flags):
+    defaults = {"memory.retry_initial_seconds": 0.05, "memory.retry_max_seconds": 0.2, "captioner.max_in_flight": 2}
+    return load_settings(data=tmp_path / "data", **{**defaults, **flags})
+
+
+def ingest(settings, video: Path, builder: CoarseBuilder | None, on_commit=None):
+    def commit(store, stats):
+        if builder is not None:
+            builder.on_commit(store, stats)
+        if on_commit is not None:
+            on_commit(store, stats)
+
+    return Ingestor(settings, str(video), "cam", on_commit=commit).run()
+
+
+def spans_of(memory) -> list[tuple[float, float]]:
+    return [(n.start, n.end) for n in memory.nodes("cam", level="coarse")]
+
+
+def test_builder_keeps_up_with_a_file(tmp_path, five_span_video, clip_captioner):
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings)
+    captioner = clip_captioner(delay=0.02)
+    seen_while_ingesting = []
+    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+        result = ingest(settings, five_span_video, builder,
+                        on_commit=lambda store, stats: seen_while_ingesting.append(builder.stats.captioned_until))
+        assert result.complete
+        assert builder.drain(timeout=30)
+        stats = builder.stats
+    assert captioner.closed  # the builder owns and closes its captioner
+    assert max(seen_while_ingesting) >= 60.0  # spans were captioned while the file was still being ingested
+    assert spans_of(memory) == SPANS  # one node per span, the last partial span closed at the end of the file
+    assert captioner.calls == len(SPANS) and stats.captioned == len(SPANS) and stats.failures == 0
+    assert stats.captioned_until == 270.0 == memory.captioned_until("cam") and stats.lag == 0.0
+    assert stats.pending == 0 and stats.coarse_nodes == len(SPANS) and stats.in_flight == 0
+    for node, (first, last, frames) in zip(memory.nodes("cam"), sorted(captioner.captions), strict=True):
+        # Each clip is its own span's frames at the coarse level's 0.5 fps (the store holds 2 fps).
+        assert node.start <= first and last < node.end
+        assert frames == pytest.approx((node.end - node.start) * settings.levels.coarse.fps, abs=1)
+        assert node.text.startswith(f"{frames} frames from {first:.2f} s") and "level coarse" in node.text
+        assert node.origin == "ingest" and node.model == "clip-test-1"
+        assert node.instruction == settings.captioner.coarse_instruction
+    memory.close()
+
+
+def test_dead_captioner_never_stalls_ingest(tmp_path, five_span_video, clip_captioner):
+    settings = make_settings(tmp_path / "a", **{"memory.queue_spans": 1, "captioner.max_in_flight": 2})
+    t0 = time.monotonic()
+    ingest(make_settings(tmp_path / "b"), five_span_video, None)
+    baseline = time.monotonic() - t0
+
+    memory = open_memory(settings)
+    gate = threading.Event()  # never set: every describe() hangs
+    captioner = clip_captioner(gate=gate)
+    commit_seconds = []
+    queue_depths = []
+    builder = CoarseBuilder(settings, "cam", memory, captioner).start()
+
+    def timed_commit(store, stats):
+        began = time.perf_counter()
+        builder.on_commit(store, stats)
+        commit_seconds.append(time.perf_counter() - began)
+        queue_depths.append(builder.stats.queued)
+
+    t0 = time.monotonic()
+    result = Ingestor(settings, str(five_span_video), "cam", on_commit=timed_commit).run()
+    took = time.monotonic() - t0
+    assert result.complete and result.frames == 540
+    assert took < baseline * 2 + 2.0  # ingest ran at its own speed
+    assert max(commit_seconds) < 0.05  # the callback only wakes the builder
+    assert not builder.drain(timeout=0.5)
+    assert captioner.peak_in_flight == 2 and builder.stats.in_flight == 2  # bounded by max_in_flight
+    assert max(queue_depths) <= 1 and builder.stats.queued <= 1  # bounded queue; the rest waits in the store
+    assert builder.stats.pending == len(SPANS)
+    t0 = time.monotonic()
+    builder.stop()
+    assert time.monotonic() - t0 < 5  # hung captions are cancelled
+    assert memory.count("cam") == 0
+    memory.close()
+
+
+def test_outage_then_recovery_captions_the_backlog(tmp_path, five_span_video, clip_captioner):
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings)
+    down_until = time.monotonic() + 1.5  # the captioner is down for the whole ingest, then comes back
+    captioner = clip_captioner(fail=lambda call: time.monotonic() < down_until)
+    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+        ingest(settings, five_span_video, builder)
+        assert builder.drain(give_up_seconds=20, timeout=30)
+        stats = builder.stats
+    assert stats.failures > 0 and stats.last_error and "scripted failure" in stats.last_error
+    assert stats.down_since is None  # recovered
+    assert spans_of(memory) == SPANS
+    assert len(captioner.captions) == len(SPANS)  # each span captioned once the captioner came back
+    memory.close()
+
+
+def test_dead_captioner_gives_up_and_next_run_catches_up(tmp_path, five_span_video, clip_captioner):
+    settings = make_settings(tmp_path, **{"captioner.max_in_flight": 1})
+    memory = open_memory(settings)
+    # First run: two captions succeed, then the captioner dies.
+    first = clip_captioner(fail=lambda call: call > 2)
+    builder = CoarseBuilder(settings, "cam", memory, first).start()
+    ingest(settings, five_span_video, builder)
+    t0 = time.monotonic()
+    assert not builder.drain(give_up_seconds=0.5, timeout=30)
+    assert time.monotonic() - t0 < 10
+    builder.stop()
+    assert builder.stats.pending == 3 and builder.stats.captioned == 2
+    assert spans_of(memory) == SPANS[:2]
+    assert memory.captioned_until("cam") == 120.0
+
+    # Next run (no new frames): only the three missing spans are captioned, from the frame store.
+    second = clip_captioner()
+    with CoarseBuilder(settings, "cam", memory, second) as builder:
+        assert builder.drain(timeout=30)
+    assert spans_of(memory) == SPANS
+    assert sorted((f // 60) for f, _, _ in second.captions) == [2, 3, 4]
+    # A third run has nothing to do.
+    third = clip_captioner()
+    with CoarseBuilder(settings, "cam", memory, third) as builder:
+        assert builder.drain(timeout=30)
+        assert builder.stats.closed == len(SPANS) and builder.stats.pending == 0
+    assert third.calls == 0 and memory.count("cam") == len(SPANS)
+    memory.close()
+
+
+def test_captioner_timeout_counts_as_failure(tmp_path, five_span_video, clip_captioner):
+    settings = make_settings(tmp_path, **{"memory.caption_timeout_seconds": 0.2})
+    ingest(settings, five_span_video, None)  # frames first, captions later (the resume path)
+    memory = open_memory(settings)
+
+    class HangsTwice(clip_captioner):
+        hangs = 0
+
+        async def describe(self, clip, instruction, *, level):
+            if self.hangs < 2:
+                self.hangs += 1
+                await asyncio.sleep(60)
+            return await super().describe(clip, instruction, level=level)
+
+    captioner = HangsTwice()
+    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+        assert builder.drain(timeout=30)
+        assert builder.stats.failures == 2 and builder.stats.last_error == "TimeoutError"
+    assert spans_of(memory) == SPANS and len(captioner.captions) == len(SPANS)
+    memory.close()
+
+
+def test_live_stream_gap_and_open_span(tmp_path, clip_captioner):
+    """A live stream down from 55 s to 130 s: [60, 120) gets a 'no video' node without a describe() call;
+    the last span stays open (a live stream may go on)."""
+    settings = make_settings(tmp_path)
+    store = ZarrFrameStore.create(settings.data, "cam", source="rtsp://camera/x", source_id="x", live=True,
+                                  width=64, height=64, stored_fps=2.0, codec="zstd", quality=90)
+    times = np.concatenate([np.arange(0, 55, 0.5), np.arange(130, 199.6, 0.5)])
+    frames = np.full((len(times), 64, 64, 3), 90, dtype=np.uint8)
+    store.append(frames[:100], times[:100])
+    memory = open_memory(settings)
+    captioner = clip_captioner()
+    with CoarseBuilder(settings, "cam", memory, captioner, poll_seconds=0.1) as builder:
+        assert builder.drain(timeout=30)
+        assert spans_of(memory) == []  # last frame at 49.5 s: [0, 60) is still open
+        store.append(frames[100:], times[100:])  # no callback: the builder notices by polling the store
+        builder.on_commit()
+        assert builder.drain(timeout=30)
+        assert builder.stats.closed == 3 and builder.stats.ingested_until == 200.0
+        assert builder.stats.lag == pytest.approx(20.0)
+    nodes = memory.nodes("cam")
+    assert [(n.start, n.end) for n in nodes] == SPANS[:3]
+    assert nodes[1].text.startswith("No video was recorded from 60.0 s to 120.0 s") and nodes[1].model == ""
+    assert captioner.calls == 2
+    memory.close()
+
+
+def test_span_closes_as_soon_as_its_last_slot_is_filled(tmp_path, clip_captioner):
+    """A frame at 59.5 s at 2 fps fills the last slot of [0, 60): the span closes without waiting for 60 s."""
+    settings = make_settings(tmp_path)
+    store = ZarrFrameStore.create(settings.data, "cam", source="rtsp://c", source_id="c", live=True,
+                                  width=64, height=64, stored_fps=2.0, codec="zstd", quality=90)
+    memory = open_memory(settings)
+    captioner = clip_captioner()
+    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+        store.append(np.zeros((119, 64, 64, 3), np.uint8), np.arange(119) * 0.5)  # up to 59.0 s
+        builder.on_commit()
+        assert builder.drain(timeout=30) and memory.count("cam") == 0
+        store.append(np.zeros((1, 64, 64, 3), np.uint8), np.array([59.5]))
+        builder.on_commit()
+        assert builder.drain(timeout=30)
+    assert spans_of(memory) == [(0.0, 60.0)] and captioner.captions == [(0.0, 58.0, 30)]
+    memory.close()
+
+
+def test_builder_failure_is_raised_to_the_caller(tmp_path, five_span_video, clip_captioner):
+    """A bug (not a CaptionerError) stops the builder and reaches the caller instead of hiding."""
+    settings = make_settings(tmp_path)
+    ingest(settings, five_span_video, None)
+    memory = open_memory(settings)
+
+    class Broken(clip_captioner):
+        async def describe(self, clip, instruction, *, level):
+            raise ZeroDivisionError("bug in a backend")
+
+    builder = CoarseBuilder(settings, "cam", memory, Broken()).start()
+    with pytest.raises(ZeroDivisionError, match="bug in a backend"):
+        builder.drain(timeout=30)
+    builder.stop()
+    memory.close()

@@ -1,0 +1,226 @@
+"""SQLiteMemoryStore: time-range queries, full-text search (ranking, escaping, sync), history, migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from lucy.errors import StoreError
+from lucy.memory import sqlite_store
+from lucy.memory.nodes import MemoryNode, question_origin
+from lucy.memory.sqlite_store import SQLiteMemoryStore, fts_query
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SQLiteMemoryStore(tmp_path / "memory.sqlite")
+    yield s
+    s.close()
+
+
+def coarse(start: float, end: float, text: str, stream: str = "cam", **kw) -> MemoryNode:
+    return MemoryNode(stream=stream, level="coarse", start=start, end=end, text=text, **kw)
+
+
+def test_database_is_wal_with_a_time_index(store):
+    db = sqlite3.connect(store.path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_store.MIGRATIONS) == store.schema_version
+    plan = " ".join(r[-1] for r in db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM nodes WHERE stream = 'cam' AND level = 'coarse' AND start < 10"))
+    assert "nodes_stream_level_start" in plan or "nodes_ingest_span" in plan
+    db.close()
+
+
+def test_time_range_queries_return_overlapping_nodes_in_order(store):
+    stored = store.add_many([coarse(60, 120, "second"), coarse(0, 60, "first"), coarse(120, 150, "third"),
+                             MemoryNode("cam", "fine", 60, 70, "fine one", origin=question_origin(1)),
+                             coarse(0, 60, "other stream", stream="lobby")])
+    assert all(n.id is not None and n.created > 0 for n in stored)
+    assert [n.text for n in store.nodes("cam")] == ["first", "second", "fine one", "third"]
+    # Half-open overlap: [60, 61) touches "second" and "fine one", not "first" (which ends at 60).
+    assert [n.text for n in store.nodes("cam", start=60, end=61)] == ["second", "fine one"]
+    assert [n.text for n in store.nodes("cam", start=119.5, end=500)] == ["second", "third"]
+    assert [n.text for n in store.nodes("cam", end=0.5)] == ["first"]
+    assert [n.text for n in store.nodes("cam", level="fine")] == ["fine one"]
+    assert [n.text for n in store.nodes("cam", origin="ingest", limit=2)] == ["first", "second"]
+    assert store.nodes("nobody") == []
+    assert store.count("cam") == 4 and store.count("cam", level="coarse", origin="ingest") == 3
+    assert store.streams() == ["cam", "lobby"]
+
+
+def test_empty_span_is_refused(store):
+    with pytest.raises(ValueError):
+        store.add(coarse(5, 5, "nothing"))
+    assert store.nodes("cam") == []
+
+
+def test_full_text_search_ranks_by_bm25(store):
+    store.add_many([
+        coarse(0, 60, "A red delivery van parks by the gate. The van is red; the van has plate KX-4821."),
+        coarse(60, 120, "A blue car passes the gate while a cyclist waits."),
+        coarse(120, 180, "The platform board reads PLATFORM 7 DEPARTS 14:05. A van is barely visible."),
+        coarse(180, 240, "An empty street at night."),
+        coarse(0, 60, "A red van in the lobby stream.", stream="lobby"),
+    ])
+    hits = store.search("cam", "red van")
+    texts = [n.text for n, _ in hits]
+    assert texts[0].startswith("A red delivery van")  # both words, several times
+    assert texts[1].startswith("The platform board")  # "van" once
+    assert len(hits) == 2  # the blue car, the street and the other stream do not match
+    scores = [score for _, score in hits]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[1] > 0
+    # Stemming: "departing" finds "DEPARTS"; digits and codes are words too.
+    assert [n.start for n, _ in store.search("cam", "departing")] == [120.0]
+    assert [n.start for n, _ in store.search("cam", "kx 4821")] == [0.0]
+    # Time and level filters apply to search.
+    assert [n.start for n, _ in store.search("cam", "van", start=100, end=200)] == [120.0]
+    assert store.search("cam", "van", level="fine") == []
+    assert [n.stream for n, _ in store.search("lobby", "van")] == ["lobby"]
+
+
+@pytest.mark.parametrize(("question", "found"), [
+    ('what did the "red van do?', 1), ("van AND", 1), ("OR van", 1), ("NOT van", 1), ("NEAR(van red", 1),
+    ("van*", 1), ("text:van", 1), ("-van", 1), ("^van", 1), ("(van", 1), ("van)", 1), ("{van}", 1),
+    ("van NEAR/2 red", 1), ("AND OR NOT", 1), ("\x00van", 1), ("vän", 1), ("汽车 van", 1),
+    ("col:row", 0), ("'", 0), ('""', 0), ("  ", 0), ("", 0), ("?!", 0), ("bus*", 0), ("NEAR(bus, car)", 0),
+])
+def test_fts_syntax_in_questions_never_raises(store, question, found):
+    store.add(coarse(0, 60, "A red van, an AND sign, and NOT much else."))
+    assert len(store.search("cam", question)) == found
+
+
+def test_fts_query_quotes_every_word():
+    assert fts_query('NEAR(van "red") col:x') == '"near" OR "van" OR "red" OR "col" OR "x"'
+    assert fts_query("!!! ???") == ""
+    assert fts_query("van van VAN") == '"van"'
+
+
+def test_ingest_span_is_stored_once_and_index_follows_replacement(store):
+    first = store.add(coarse(0, 60, "a green tractor"))
+    again = store.add(coarse(0, 60, "a yellow bulldozer", model="m2"))
+    assert again.id == first.id
+    [node] = store.nodes("cam")
+    assert node.text == "a yellow bulldozer" and node.model == "m2"
+    assert store.search("cam", "tractor") == []  # the index forgot the old text
+    assert [n.id for n, _ in store.search("cam", "bulldozer")] == [first.id]
+    # Question-made nodes over the same span are separate memories.
+    q1 = store.add(coarse(0, 60, "tractor? no", origin=question_origin(1)))
+    q2 = store.add(coarse(0, 60, "bulldozer, yes", origin=question_origin(2), parent=first.id))
+    assert len({first.id, q1.id, q2.id}) == 3 and store.node(q2.id).parent == first.id
+    assert store.count("cam") == 3
+
+
+def test_captioned_until_is_contiguous_ingest_coverage(store):
+    assert store.captioned_until("cam") == 0.0
+    store.add_many([coarse(0, 60, "a"), coarse(60, 120, "b"), coarse(180, 240, "d"),
+                    MemoryNode("cam", "coarse", 120, 180, "asked", origin=question_origin(3))])
+    assert store.captioned_until("cam") == 120.0  # [120, 180) only exists from a question
+    store.add(coarse(120, 180, "c"))
+    assert store.captioned_until("cam") == 240.0
+    store.add(coarse(240, 262.5, "partial last span"))
+    assert store.captioned_until("cam") == 262.5
+    assert store.captioned_until("cam", level="fine") == 0.0
+
+
+def test_question_history(store):
+    q1 = store.add_question("cam", "What plate did the van have?", ["KX-4821", "KX-4812"], horizon=90.0)
+    q2 = store.add_question("cam", "Which platform?")
+    store.add_question("lobby", "Anyone there?")
+    store.set_answer(q1, {"answer": "KX-4821", "confident": True, "spans": [[0, 60]]})
+    rows = store.questions("cam")
+    assert [r["id"] for r in rows] == [q2, q1]  # newest first
+    assert rows[1]["options"] == ["KX-4821", "KX-4812"] and rows[1]["horizon"] == 90.0
+    assert rows[1]["answer"] == {"answer": "KX-4821", "confident": True, "spans": [[0, 60]]}
+    assert rows[0]["answer"] is None and rows[0]["answered"] is None
+    assert store.questions("cam", limit=1)[0]["id"] == q2
+    with pytest.raises(KeyError):
+        store.set_answer(9999, {"answer": "x"})
+
+
+def test_migrates_an_older_database_and_keeps_its_data(tmp_path, monkeypatch):
+    path = tmp_path / "memory.sqlite"
+    old = SQLiteMemoryStore(path)
+    old.add(coarse(0, 60, "a parcel is left at the door"))
+    old.close()
+
+    def v2_add_confidence(db: sqlite3.Connection) -> None:
+        db.execute("ALTER TABLE nodes ADD COLUMN confidence REAL NOT NULL DEFAULT 1.0")
+
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", [*sqlite_store.MIGRATIONS, v2_add_confidence])
+    stores = []
+    errors: list[BaseException] = []
+
+    def open_store() -> None:  # several openers at once: the migration runs once, under the write lock
+        try:
+            stores.append(SQLiteMemoryStore(path))
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    new = stores[0]
+    assert new.schema_version == 2
+    columns = [r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(nodes)")]
+    assert columns.count("confidence") == 1
+    assert [n.text for n, _ in new.search("cam", "parcel")] == ["a parcel is left at the door"]
+    new.add(coarse(60, 120, "the parcel is taken"))
+    assert len(new.search("cam", "parcel")) == 2
+    for s in stores:
+        s.close()
+
+
+def test_version_zero_file_is_initialised(tmp_path):
+    path = tmp_path / "memory.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE unrelated (x)").connection.close()
+    store = SQLiteMemoryStore(path)
+    assert store.schema_version == len(sqlite_store.MIGRATIONS)
+    store.add(coarse(0, 1, "hello"))
+    assert store.count("cam") == 1
+    store.close()
+
+
+def test_newer_database_is_refused(tmp_path):
+    path = tmp_path / "memory.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {len(sqlite_store.MIGRATIONS) + 5}")
+    db.close()
+    with pytest.raises(StoreError, match="newer than this Lucy"):
+        SQLiteMemoryStore(path)
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "memory.sqlite"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot open memory store"):
+        SQLiteMemoryStore(path)
+
+
+def test_threads_share_one_store(store):
+    def write(i: int) -> None:
+        for j in range(50):
+            store.add(MemoryNode("cam", "fine", i * 1000 + j, i * 1000 + j + 1, f"thread{i} item{j}",
+                                 origin=question_origin(i)))
+            store.search("cam", f"thread{i}")
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.count("cam") == 200
+    assert all(len(store.search("cam", f"thread{i}", limit=100)) == 50 for i in range(4))
+
+
+def test_closed_store_refuses_use(tmp_path):
+    s = SQLiteMemoryStore(tmp_path / "m.sqlite")
+    s.close()
+    with pytest.raises(StoreError, match="closed"):
+        s.nodes("cam")

@@ -1,0 +1,91 @@
+"""The embedded lexical reasoner: ranking, option scoring and the confidence rule that drives backtracking."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lucy.query.reasoners.base import MemoryItem, Question
+from lucy.query.reasoners.lexical import LexicalReasoner
+
+PLATES = ("KX-4281", "KX-4821", "QD-1190", "MV-3375")
+COARSE = MemoryItem(1, "coarse", 60, 120, 'Scenes: gray, then blue. On-screen text: "HARBOR GATE" (top left, seen 76 s). '
+                                          'Objects: 1 white rectangle.')
+FINE = MemoryItem(2, "fine", 70, 80, 'On-screen text: "HARBOR GATE" (top left); "VAN PLATE KX-4821" (middle left); '
+                                     '"CAM 3 LOBBY". Objects: 3 orange squares (70.0-79.0 s); 1 white square.')
+OTHER = MemoryItem(3, "fine", 80, 90, 'On-screen text: "CAM 3 LOBBY". Objects: 4 teal squares; 1 white square.')
+
+
+def answer(question: Question, memory, final=False):
+    return asyncio.run(LexicalReasoner().answer(question, memory, final=final)).reply
+
+
+def test_coarse_memory_alone_is_not_confident():
+    reply = answer(Question("What plate number was on the van at the HARBOR GATE?", PLATES), [COARSE])
+    assert not reply.confident
+
+
+def test_fine_evidence_with_a_clear_margin_is_confident():
+    reply = answer(Question("What plate number was on the van at the HARBOR GATE?", PLATES), [COARSE, FINE, OTHER])
+    assert reply.confident and reply.option_index == 1 and reply.answer == "KX-4821"
+    assert [(e.start, e.end) for e in reply.evidence] == [(70, 80)]
+
+
+def test_ocr_slips_still_count_but_not_confidently_against_a_near_twin():
+    slipped = MemoryItem(2, "fine", 70, 80, 'On-screen text: "HARBOR GATE"; "VAN PLATE KX4B21"')
+    reply = answer(Question("What plate number was on the van at the HARBOR GATE?", PLATES), [COARSE, slipped])
+    assert not reply.confident  # KX-4821 and KX-4281 are both near misses of KX4B21
+
+
+def test_count_is_read_next_to_the_objects_asked_about():
+    q = Question("How many orange squares were shown at the HARBOR GATE?", ("2", "3", "4", "5"))
+    reply = answer(q, [COARSE, FINE, OTHER])
+    assert reply.option_index == 1 and reply.confident
+
+
+def test_colour_is_read_next_to_the_objects_asked_about():
+    q = Question("What colour were the squares at the HARBOR GATE?", ("teal", "orange", "pink", "brown"))
+    reply = answer(q, [COARSE, FINE, OTHER])
+    assert reply.option_index == 1 and reply.confident
+
+
+def test_final_answer_is_never_confident():
+    reply = answer(Question("What plate number was on the van at the HARBOR GATE?", PLATES), [FINE], final=True)
+    assert reply.option_index == 1 and not reply.confident
+
+
+def test_no_evidence_means_a_guess_that_is_not_confident():
+    reply = answer(Question("What plate number did the bus show?", ("AA-1111", "BB-2222")), [OTHER])
+    assert not reply.confident and reply.evidence == []
+
+
+def test_open_question_quotes_the_best_evidence():
+    reply = answer(Question("What did the van plate at the HARBOR GATE say?"), [COARSE, FINE, OTHER])
+    assert "KX-4821" in reply.answer and reply.confident and reply.option_index is None
+    coarse_only = answer(Question("What did the van plate at the HARBOR GATE say?"), [COARSE])
+    assert not coarse_only.confident
+
+
+def test_select_ranks_spans_and_detects_global_questions():
+    spans = [MemoryItem(i, "coarse", i * 60.0, i * 60.0 + 60, t) for i, t in
+             enumerate(["a street", "a harbor gate", "a park", "a harbor boat", "a shop"])]
+    r = LexicalReasoner()
+    sel = asyncio.run(r.select(Question("What happened at the harbor gate?"), spans, 2)).reply
+    assert sel.spans[0] == 1 and len(sel.spans) == 2 and not sel.global_question
+    assert asyncio.run(r.select(Question("Summarise the whole video"), spans, 3)).reply.global_question
+    # nothing matches: picks spread over the video
+    assert asyncio.run(r.select(Question("Where is the zebra?"), spans, 2)).reply.spans == [0, 2]
+
+
+def test_localise_prefers_the_span_whose_memory_matches():
+    cands = [COARSE, MemoryItem(4, "fine", 60, 70, "gray street"), MemoryItem(5, "fine", 70, 80, "HARBOR GATE van")]
+    r = LexicalReasoner()
+    loc = asyncio.run(r.localise(Question("Which plate did the van at the harbor gate have?", PLATES), cands,
+                                 cands)).reply
+    assert loc.span == 5 and "KX-4821" in loc.instruction and '"' not in loc.instruction
+
+
+def test_summary_keeps_rare_terms_within_its_length():
+    items = [MemoryItem(i, "coarse", i * 60.0, i * 60.0 + 60, "a gray street with cars") for i in range(12)]
+    items[5] = MemoryItem(5, "coarse", 300, 360, "a gray street; HARBOR GATE sign")
+    out = asyncio.run(LexicalReasoner().summarise(items, max_chars=300)).reply.summary
+    assert len(out) <= 300 and "harbor" in out.lower()

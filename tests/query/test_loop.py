@@ -1,0 +1,320 @@
+"""The backtracking loop's control flow, with a scripted reasoner and a captioner whose world is known."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lucy.memory.nodes import question_origin
+from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.query.reasoners.base import AnswerReply, EvidenceSpan, LocaliseReply, SelectReply
+
+QUESTION = "What was the plate number of the van at the harbor gate?"
+
+
+def world(level: str, start: float, end: float, instruction: str) -> str:
+    """A 5-minute stream: a harbor gate in 120-180 s; the van in 130-140 s; its plate readable only at 134-136 s."""
+    if level == "coarse":
+        return "a harbor gate with a sign; traffic passes" if start == 120 else f"an empty street at {start:g}s"
+    if level == "fine":
+        return "a van waits at the gate" if start == 130 else f"street, nothing new at {start:g}s"
+    return "plate KX-4821 on the van" if start == 134 else f"blurred street at {start:g}s"
+
+
+def sees_plate(question, memory, final, n) -> AnswerReply:
+    hit = next((m for m in memory if "KX-4821" in m.text), None)
+    return AnswerReply(answer="KX-4821" if hit else "unknown", confident=hit is not None and not final,
+                       evidence=[EvidenceSpan(start=hit.start, end=hit.end)] if hit else [])
+
+
+def pick_mentions(*words: str):
+    """Select / localise: the first span whose text mentions one of ``words`` (else the first offered)."""
+    def choose(items):
+        for w in words:
+            for item in items:
+                if w in item.text:
+                    return item
+        return items[0]
+
+    def select(q, spans, k, n):
+        best = choose(spans)
+        return SelectReply(spans=[best.ref] + [s.ref for s in spans if s.ref != best.ref][: k - 1])
+
+    def localise(q, memory, cands, n):
+        return LocaliseReply(span=choose(cands).ref, instruction="read the van's plate")
+
+    return select, localise
+
+
+@pytest.fixture
+def seeded(tmp_path, fakes):
+    """Memory with the ingest-made coarse captions of the 5-minute stream."""
+    memory = SQLiteMemoryStore(tmp_path / "memory.sqlite")
+    memory.add_many(fakes.coarse_nodes("cam", 300, lambda s, e: world("coarse", s, e, "")))
+    return memory
+
+
+def run(engine, question=QUESTION, options=()):
+    return asyncio.run(engine.ask(question, options))
+
+
+def test_confident_at_once_needs_one_llm_call_and_no_captions(tmp_path, fakes, seeded):
+    reasoner = fakes.ScriptedReasoner(answer=lambda q, m, f, n: AnswerReply(answer="a gate", confident=True))
+    captioner = fakes.FakeCaptioner(world)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=captioner, memory=seeded)
+    result = run(engine)
+    assert result.confident and result.answer == "a gate"
+    assert (result.llm_calls, result.caption_calls, result.iterations) == (1, 0, 0)
+    assert [s.agent for s in result.trace] == ["answer"]
+    assert captioner.calls == []
+    assert result.horizon == pytest.approx(300.0)
+
+
+def test_backtracks_two_levels_then_confident(tmp_path, fakes, seeded):
+    select, localise = pick_mentions("harbor", "van")
+    reasoner = fakes.ScriptedReasoner(answer=sees_plate, select=select, localise=localise)
+    captioner = fakes.FakeCaptioner(world)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=captioner, memory=seeded)
+    result = run(engine)
+    assert result.confident and result.answer == "KX-4821"
+    assert result.iterations == 2
+    # answer, select, then (localise, answer) twice: the paper's call pattern
+    assert [s.agent for s in result.trace if s.llm_calls] == ["answer", "select", "localise", "answer", "localise",
+                                                            "answer"]
+    assert result.llm_calls == 6
+    # round 1: coarse 120-180 again + 6 fine sub-spans; round 2: the 5 ultra-fine sub-spans of fine 130-140 (that
+    # span itself was captioned with this very instruction in round 1: reused, not captioned again)
+    searched = [(s.level, s.start, s.end, s.reused_nodes) for s in result.trace if s.agent == "caption"]
+    assert searched == [("coarse", 120, 180, 0), ("fine", 130, 140, 1)]
+    assert result.caption_calls == 7 + 5 == len(captioner.calls)
+    assert {(lv, s) for lv, s, _, _ in captioner.calls} >= {("coarse", 120), ("fine", 130), ("ultra_fine", 134)}
+    assert all(instr == "read the van's plate" for *_, instr in captioner.calls)
+    assert [(e.start, e.end) for e in result.evidence] == [(134, 136)]
+    # sparse initialisation kept the chosen span and its two neighbours among the candidates
+    select_step = next(s for s in result.trace if s.agent == "select")
+    assert "coarse 120-180s" in select_step.detail
+
+
+def test_write_back_origin_parents_and_reuse(tmp_path, fakes, seeded):
+    select, localise = pick_mentions("harbor", "van")
+    captioner = fakes.FakeCaptioner(world)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=captioner, memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=sees_plate, select=select, localise=localise))
+    first = run(engine)
+    origin = question_origin(first.question_id)
+    made = seeded.nodes("cam", origin=origin)
+    assert len(made) == first.caption_calls == 12
+    by_id = {n.id: n for n in seeded.nodes("cam")}
+    for node in made:
+        if node.level == "coarse":
+            assert node.parent is None
+            continue
+        parent = by_id[node.parent]
+        assert parent.start <= node.start and node.end <= parent.end and parent.level != node.level
+    ultra = [n for n in made if n.level == "ultra_fine"]
+    assert {by_id[n.parent].level for n in ultra} == {"fine"}
+    history = seeded.questions("cam")
+    assert history[0]["id"] == first.question_id and history[0]["answer"]["answer"] == "KX-4821"
+
+    # The same question again: what the first one found is in memory from the start; nothing is captioned.
+    calls_before = len(captioner.calls)
+    second = run(engine)
+    assert second.confident and second.answer == "KX-4821"
+    assert second.caption_calls == 0 and len(captioner.calls) == calls_before
+    assert second.llm_calls == 1
+
+
+def test_searching_a_span_reuses_existing_deeper_nodes(tmp_path, fakes, seeded):
+    """A different question that searches the same span captions only the span itself with its own
+    instruction; the sub-spans an earlier question captioned are reused."""
+    select, localise = pick_mentions("harbor", "van")
+    captioner = fakes.FakeCaptioner(world)
+    never = lambda q, m, f, n: AnswerReply(answer="?", confident=False)  # noqa: E731
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=captioner, memory=seeded,
+                               max_iterations=1,
+                               reasoner=fakes.ScriptedReasoner(answer=never, select=select, localise=localise))
+    run(engine, "Where does the van wait?")
+    assert len(captioner.calls) == 7
+    engine.reasoner = fakes.ScriptedReasoner(
+        answer=never, select=select,
+        localise=lambda q, m, c, n: LocaliseReply(span=next(x for x in c if x.start == 120).ref,
+                                                  instruction="count the cars"))
+    result = run(engine, "How many cars pass the gate?")
+    step = next(s for s in result.trace if s.agent == "caption")
+    assert (step.caption_calls, step.reused_nodes) == (1, 6)
+    assert captioner.calls[-1] == ("coarse", 120, 180, "count the cars")
+
+
+def test_never_confident_forces_a_final_answer(tmp_path, fakes, seeded):
+    captioner = fakes.FakeCaptioner(world)
+    reasoner = fakes.ScriptedReasoner(
+        answer=lambda q, m, final, n: AnswerReply(answer="forced" if final else "guess", confident=True if final
+                                                  else False))
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=captioner, memory=seeded)
+    result = run(engine)
+    assert result.iterations == 5
+    assert not result.confident  # even though the final reply claimed confidence
+    assert result.answer == "forced"
+    assert result.trace[-1].agent == "final"
+    assert result.llm_calls == 1 + 1 + 5 * 2 + 1
+    assert len([s for s in result.trace if s.agent == "caption"]) == 5
+    assert len({(s.level, s.start) for s in result.trace if s.agent == "caption"}) == 5  # never the same span twice
+
+
+def test_max_iterations_is_respected(tmp_path, fakes, seeded):
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=fakes.ScriptedReasoner(),
+                               captioner=fakes.FakeCaptioner(world), memory=seeded, max_iterations=2)
+    result = run(engine)
+    assert result.iterations == 2 and not result.confident
+    assert result.llm_calls == 1 + 1 + 2 * 2 + 1
+
+
+def test_global_question_keeps_all_spans(tmp_path, fakes, seeded):
+    offered: list[int] = []
+
+    def localise(q, memory, cands, n):
+        offered.append(len(cands))
+        return LocaliseReply(span=cands[0].ref, instruction="follow the traffic")
+
+    reasoner = fakes.ScriptedReasoner(
+        select=lambda q, spans, k, n: SelectReply(spans=[], global_question=True), localise=localise)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=fakes.FakeCaptioner(world), memory=seeded, max_iterations=1)
+    result = run(engine, "Summarise the whole video.")
+    assert offered == [5]  # all five coarse spans are candidates
+    assert "global" in next(s for s in result.trace if s.agent == "select").detail
+
+
+def test_sparse_init_widens_by_neighbours(tmp_path, fakes):
+    memory = SQLiteMemoryStore(tmp_path / "m.sqlite")
+    memory.add_many(fakes.coarse_nodes("cam", 600, lambda s, e: f"span {int(s // 60)}"))
+    offered: list[list[float]] = []
+
+    def localise(q, mem, cands, n):
+        offered.append(sorted(c.start for c in cands))
+        return LocaliseReply(span=cands[0].ref, instruction="x")
+
+    reasoner = fakes.ScriptedReasoner(
+        select=lambda q, spans, k, n: SelectReply(spans=[s.ref for s in spans if s.text in ("span 2", "span 7")]),
+        localise=localise)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=600), reasoner=reasoner,
+                               captioner=fakes.FakeCaptioner(world), memory=memory, max_iterations=1)
+    run(engine, "anything")
+    assert offered[0] == [60, 120, 180, 360, 420, 480]
+
+
+def test_malformed_agent_replies_are_recorded_not_fatal(tmp_path, fakes, seeded):
+    """An agent that gives no usable reply (a ReasonerError) is recorded in the trace; the loop carries on."""
+    def answer(q, memory, final, n):
+        if n == 0:
+            return fakes.ReasonerError("the answer agent gave no valid reply after one retry: no JSON")
+        return sees_plate(q, memory, final, n)
+
+    def localise(q, memory, cands, n):
+        if n == 0:
+            return fakes.ReasonerError("localise: span 99 is not a candidate")
+        return LocaliseReply(span=next((c for c in cands if "van" in c.text), cands[0]).ref, instruction="plate")
+
+    select, _ = pick_mentions("harbor")
+    reasoner = fakes.ScriptedReasoner(answer=answer, select=select, localise=localise)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=fakes.FakeCaptioner(world), memory=seeded)
+    result = run(engine)
+    assert result.confident and result.answer == "KX-4821"
+    assert len(result.errors) == 2
+    errored = [s for s in result.trace if s.error]
+    assert [s.agent for s in errored] == ["answer", "localise"]
+    # the failed localisation fell back to the best-ranked candidate: the chosen coarse span
+    assert (errored[1].level, errored[1].start) == ("coarse", 120)
+
+
+def test_select_failure_falls_back_to_lexical_ranking(tmp_path, fakes, seeded):
+    reasoner = fakes.ScriptedReasoner(answer=sees_plate,
+                                      select=lambda *a: fakes.ReasonerError("server down"),
+                                      localise=pick_mentions("van", "harbor")[1])
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=fakes.FakeCaptioner(world), memory=seeded)
+    result = run(engine)
+    assert result.confident and result.answer == "KX-4821"
+    assert next(s for s in result.trace if s.agent == "select").error == "server down"
+
+
+def test_captioner_failure_is_recorded_and_the_loop_ends_with_a_forced_answer(tmp_path, fakes, seeded):
+    captioner = fakes.FakeCaptioner(world, fail=True)
+    select, localise = pick_mentions("harbor")
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=captioner, memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=sees_plate, select=select, localise=localise),
+                               max_iterations=2)
+    result = run(engine)
+    assert not result.confident
+    assert any("captioner is down" in e for e in result.errors)
+    assert result.caption_calls == len(captioner.calls) > 0
+
+
+def test_tail_after_the_last_caption_is_captioned_on_demand(tmp_path, fakes, seeded):
+    """Ingest has frames up to 330 s but coarse memory only to 300 s: the tail is captioned by the question,
+    and frames committed after the question arrived are not used (the horizon is fixed)."""
+    frames = fakes.FakeFrames(duration=330)
+    captioner = fakes.FakeCaptioner(lambda lv, s, e, i: "a red truck arrives" if s == 300 else world(lv, s, e, i))
+    seen: list[str] = []
+
+    def answer(q, memory, final, n):
+        seen.extend(m.text for m in memory)
+        frames.append(None, frames.times()[-1:] + 1000)  # frames arriving while the question runs
+        return AnswerReply(answer="a red truck", confident=True)
+
+    engine = fakes.make_engine(tmp_path, frames=frames, captioner=captioner, memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=answer))
+    result = run(engine, "What arrived last?")
+    assert result.horizon == pytest.approx(330.0)
+    tail = [s for s in result.trace if s.agent == "tail"]
+    assert [(s.start, s.end, s.caption_calls) for s in tail] == [(300, 330, 1)]
+    assert "a red truck arrives" in seen
+    node = seeded.nodes("cam", start=300, end=330, level="coarse")[0]
+    assert node.origin == question_origin(result.question_id) and node.end == pytest.approx(330)
+
+
+def test_evidence_in_media_and_wall_clock_time(tmp_path, fakes, seeded):
+    reasoner = fakes.ScriptedReasoner(answer=lambda q, m, f, n: AnswerReply(
+        answer="gate", confident=True, evidence=[EvidenceSpan(start=120, end=180), EvidenceSpan(start=250, end=900)]))
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300, wall_start=1_700_000_000.0),
+                               reasoner=reasoner, captioner=None, memory=seeded)
+    result = run(engine)
+    out = result.to_json()
+    assert out["evidence"][0] == {"start": 120.0, "end": 180.0, "wall_start": "2023-11-14T22:15:20.000+00:00",
+                                  "wall_end": "2023-11-14T22:16:20.000+00:00"}
+    assert out["evidence"][1]["end"] == 300.0  # clipped to the horizon
+    assert set(out) >= {"answer", "confident", "evidence", "iterations", "llm_calls", "caption_calls", "horizon",
+                        "trace"}
+
+
+def test_multiple_choice_answer_carries_the_option_index(tmp_path, fakes, seeded):
+    reasoner = fakes.ScriptedReasoner(answer=lambda q, m, f, n: AnswerReply(
+        answer=q.options[2], option_index=2, confident=True))
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner, captioner=None,
+                               memory=seeded)
+    result = run(engine, "Which plate?", ["AB-1", "CD-2", "KX-4821", "EF-3"])
+    out = result.to_json()
+    assert out["option_index"] == 2 and out["answer"] == "KX-4821"
+    assert seeded.questions("cam")[0]["options"] == ["AB-1", "CD-2", "KX-4821", "EF-3"]
+
+
+def test_trace_streams_steps_as_they_happen(tmp_path, fakes, seeded):
+    select, localise = pick_mentions("harbor", "van")
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=fakes.FakeCaptioner(world),
+                               memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=sees_plate, select=select, localise=localise))
+
+    async def collect():
+        run_ = engine.run(QUESTION)
+        steps = [step async for step in run_]
+        return steps, run_.result
+
+    steps, result = asyncio.run(collect())
+    assert steps[-1].agent == "done" and result is not None
+    assert [s.index for s in steps[:-1]] == [s.index for s in result.trace]
+    assert all(s.line() for s in steps)

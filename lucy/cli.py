@@ -239,6 +239,13 @@ def _print_tree(value: dict[str, Any], indent: int = 0) -> None:
             print(f"{' ' * indent}{key}: {item}")
 
 
+def cmd_ask(args: argparse.Namespace) -> int:
+    from lucy.query.console import ask_command
+
+    settings = _settings(args, **{"reasoner.backend": args.reasoner, "captioner.backend": args.captioner})
+    return ask_command(settings, args.stream, args.question, args.option or (), as_json=args.json)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from lucy.demo import run_demo
 
@@ -286,6 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = config_sub.add_parser("show", parents=[common], help="print the effective configuration")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_config_show)
+
+    p = sub.add_parser("ask", parents=[common], help="answer a question about what a stream has shown so far")
+    p.add_argument("question", help="the question")
+    p.add_argument("--stream", required=True, help="stream name")
+    p.add_argument("--option", action="append", metavar="TEXT", help="a multiple-choice option (repeat for each)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (answer, evidence, costs, trace)")
+    p.add_argument("--reasoner", choices=["lexical", "openai"], help="agents' backend (default: reasoner.backend)")
+    p.add_argument("--captioner", choices=["pixels", "openai", "vllm", "none"],
+                   help="backend that captions deeper memory (default: captioner.backend)")
+    p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("demo", parents=[common], help="generate a sample video, ingest it, show the result")
     p.add_argument("--workdir", type=Path, default=None, help="where to put the sample video and data")

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   python3-venv python3-dev ffmpeg tesseract-ocr tesseract-ocr-eng
   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-rtsp
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-rtsp gstreamer1.0-x
   mosquitto chromium chromium-driver
 )
 missing=()

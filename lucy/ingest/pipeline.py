@@ -112,7 +112,8 @@ class Ingestor:
 
     def run(self) -> IngestResult:
         source, fps = self._open()
-        source.skip_unneeded_frames(fps)
+        if self.settings.ingest.skip_non_reference_frames:
+            source.skip_unneeded_frames(fps)
         self._source = source
         if self._stopping.is_set():
             source.stop()

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 _EPS = 1e-6
 _RATE_WINDOW_SECONDS = 30.0
+_CONCURRENT_READS = 2  # frame-store reads are mostly serialised inside zarr; more only adds contention
 NO_VIDEO_TEXT = "No video was recorded from {start:.1f} s to {end:.1f} s (the stream was down or not yet started)."
 
 
@@ -126,6 +127,7 @@ class CoarseBuilder:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._reads = asyncio.Semaphore(_CONCURRENT_READS)
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._interrupted = threading.Event()
@@ -255,6 +257,7 @@ class CoarseBuilder:
             # Twice as many workers as describe() slots: while one worker waits for the captioner, another
             # reads its clip, so a slot never waits for frame-store or memory-store I/O.
             self._slots = asyncio.Semaphore(self.workers)
+            self._reads = asyncio.Semaphore(_CONCURRENT_READS)
             tasks += [asyncio.create_task(self._worker(queue), name=f"caption-{i}") for i in range(2 * self.workers)]
             stopper = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -339,7 +342,8 @@ class CoarseBuilder:
             job = await queue.get()
             self._fill(queue)
             assert self._frames is not None
-            clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
+            async with self._reads:  # a few reads at a time, in span order: the first captions start at once
+                clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
             if len(clip) == 0:  # a live stream's outage: record that nothing was seen
                 text, model = NO_VIDEO_TEXT.format(start=job.start, end=job.end), ""
             else:

@@ -510,17 +510,17 @@ class _Session:
     # --------------------------------------------------------------------------------------- agents
 
     def _pack(self, build: Any, refs: Sequence[int], budget: int | None = None,
-              boost: set[int] | None = None) -> list[MemoryItem]:
+              boost: set[int] | None = None, prefer: str = "clip") -> list[MemoryItem]:
         items = self._ordered(refs)
         priority = self._relevance(items)
         if boost:
             priority = [p + (10.0 if i.ref in boost else 0.0) for p, i in zip(priority, items, strict=True)]
-        return prompts.pack(build, [i.view() for i in items], priority, budget or self.budget)
+        return prompts.pack(build, [i.view() for i in items], priority, budget or self.budget, prefer=prefer)
 
     async def _answer(self, refs: Sequence[int], *, final: bool) -> _Answer:
         step = self._step("answer")
         question = self.question
-        view = self._pack(lambda v: prompts.answer_prompt(question, v, final=final), refs)
+        view = self._pack(lambda v: prompts.answer_prompt(question, v, final=final), refs, prefer="drop")
         step.detail = f"{len(view)} memories shown"
         try:
             reasoned: Reasoned[AnswerReply] = await self.e.reasoner.answer(question, view, final=final)
@@ -612,6 +612,12 @@ class _Session:
             key = _key(item.level, item.start, item.end)
             if key in self.searched or key in seen:
                 continue
+            if item.level == Level.ULTRA_FINE.value and any(
+                    self.items[r].node is not None and self.items[r].node.origin == self.origin
+                    for r in self.by_key.get(key, [])):
+                # This question captioned it moments ago with its instruction, and nothing lies deeper:
+                # searching it again would only repeat that caption.
+                continue
             seen.add(key)
             span_item = self._span_item(item.level, item.start, item.end) or item
             if span_item.level == "coarse":
@@ -635,7 +641,7 @@ class _Session:
         cand_refs = {v.ref for v in cand_views}
         # ... and the memory with texts fills the rest, candidates' own captions first.
         view = self._pack(lambda v: prompts.localise_prompt(question, v, cand_views), sorted(self.current),
-                          boost=cand_refs)
+                          boost=cand_refs, prefer="drop")
         chosen: _Item | None = None
         instruction = ""
         try:

@@ -157,14 +157,31 @@ def summarise_prompt(items: Sequence[MemoryItem], max_chars: int) -> Prompt:
 
 
 def pack(build: Callable[[list[MemoryItem]], Prompt], items: Sequence[MemoryItem], priority: Sequence[float],
-         budget: int, *, min_chars: int = MIN_ITEM_CHARS) -> list[MemoryItem]:
+         budget: int, *, min_chars: int = MIN_ITEM_CHARS, prefer: str = "clip") -> list[MemoryItem]:
     """The largest view of ``items`` whose prompt ``build(view)`` fits ``budget`` tokens.
 
-    First every text is clipped to a common length; if even ``min_chars`` per item is too much, the items of
-    lowest ``priority`` are dropped. The view keeps the items' order. Raises ValueError when the prompt does not
-    fit even without memory (the question alone is too long for the budget).
+    ``prefer="clip"`` (to choose among spans: every span stays in view): first every text is clipped to a
+    common length; if even ``min_chars`` per item is too much, the items of lowest ``priority`` are dropped.
+    ``prefer="drop"`` (to answer: what is shown is shown whole): the items of lowest priority are dropped until
+    the rest fit unclipped; only if not even the first fits whole are texts clipped. The view keeps the items'
+    order. Raises ValueError when the prompt does not fit even without memory (the question alone is too long).
     """
     items = list(items)
+    if prefer == "drop" and items and build(items).tokens > budget:
+        if build([]).tokens > budget:
+            raise ValueError(f"the question alone exceeds the context budget of {budget} tokens")
+        ranked = sorted(range(len(items)), key=lambda i: (-priority[i], i))
+        lo, hi = 0, len(items)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            keep = set(ranked[:mid])
+            if build([items[i] for i in range(len(items)) if i in keep]).tokens <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo > 0:
+            keep = set(ranked[:lo])
+            return [items[i] for i in range(len(items)) if i in keep]
 
     def clipped(view: Sequence[MemoryItem], limit: int | None) -> list[MemoryItem]:
         if limit is None:

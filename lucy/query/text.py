@@ -47,15 +47,33 @@ def _stem(word: str) -> str:
     return word
 
 
+_SEPARATOR = re.compile(r"[-:/]")
+_DECIMAL = re.compile(r"^\d+\.\d+$")
+
+
+def _parts(word: str) -> list[str]:
+    """Pieces of a compound: "kx-4821" -> kx, 4821; "14:05" -> 14, 05; but "2.0-9.0" -> 2.0, 9.0 (a decimal
+    stays whole, so the times and shares captions are full of do not read as small counts)."""
+    out: list[str] = []
+    for piece in _SEPARATOR.split(word):
+        if not piece:
+            continue
+        if "." in piece and not _DECIMAL.match(piece):
+            out += [p for p in piece.split(".") if p]
+        else:
+            out.append(piece)
+    return out
+
+
 @lru_cache(maxsize=65_536)
 def _terms_of(text: str, keep_stopwords: bool) -> tuple[str, ...]:
     out: list[str] = []
     for match in _WORD.finditer(text.lower()):
         word = match.group(0).strip("-:./")
-        parts = _PART.findall(word)
+        parts = _parts(word)
         if len(parts) > 1:
             out.append(word)  # "kx-4821" and "14:05" are kept whole as well as in parts...
-            out.append("".join(parts))  # ... and joined, as OCR often reads them ("kx4821")
+            out.append("".join(_PART.findall(word)))  # ... and joined, as OCR often reads them ("kx4821")
         for part in parts:
             if keep_stopwords or part not in STOPWORDS:
                 out.append(_stem(part))

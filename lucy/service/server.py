@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from lucy.config import LucySettings
 from lucy.config.settings import is_loopback_host
@@ -37,6 +41,28 @@ def _logging() -> None:
         logger.propagate = True
 
 
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a stop asked for by SIGTERM / SIGINT exits with status 0 once the
+        shutdown is done (uvicorn re-raises the signal, so a clean stop would look like death by signal)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
 def serve(settings: LucySettings) -> int:
     """Serve until SIGINT / SIGTERM; streams stop cleanly and resume at the next start."""
     import uvicorn
@@ -49,7 +75,7 @@ def serve(settings: LucySettings) -> int:
     app = create_app(settings)
     config = uvicorn.Config(app, host=s.host, port=s.port, log_config=None, access_log=False,
                             timeout_graceful_shutdown=30, lifespan="on")
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
     print(f"lucy: serving {settings.data} on http://{s.host}:{s.port} (dashboard at /, API docs at /docs)",
           file=sys.stderr, flush=True)
     server.run()

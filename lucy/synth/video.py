@@ -93,12 +93,21 @@ class FramePainter:
     """Draws the frame shown at media time ``t``."""
 
     def __init__(self, width: int, height: int, scenes: Sequence[Scene], overlays: Sequence[Overlay],
-                 shapes: Sequence[Shape]) -> None:
+                 shapes: Sequence[Shape], *, texture: bool = False, seed: int = 0) -> None:
         self.width, self.height = width, height
         self.scenes, self.overlays, self.shapes = list(scenes), list(overlays), list(shapes)
-        # A soft vertical gradient, so frames are not flat colour (closer to real video for codecs).
+        # A soft vertical gradient, so frames are not flat colour.
         self._shade = np.linspace(0.75, 1.15, height, dtype=np.float32)[:, None, None]
         self._background: dict[tuple[int, int, int], np.ndarray] = {}
+        self._detail: np.ndarray | float = 0.0
+        self._noise: list[np.ndarray] = []
+        if texture:
+            # Scene detail and sensor noise, so that codecs and compressors face something like camera footage.
+            rng = np.random.default_rng(seed)
+            blocks = rng.normal(0, 18, (height // 8 + 1, width // 8 + 1, 3)).astype(np.float32)
+            self._detail = np.repeat(np.repeat(blocks, 8, 0), 8, 1)[:height, :width] + rng.normal(
+                0, 6, (height, width, 3)).astype(np.float32)
+            self._noise = [rng.integers(-3, 4, (height, width, 3), dtype=np.int16) for _ in range(4)]
 
     def _scene_colour(self, t: float) -> tuple[int, int, int]:
         for scene in self.scenes:
@@ -110,8 +119,11 @@ class FramePainter:
         colour = self._scene_colour(t)
         if colour not in self._background:
             base = np.broadcast_to(np.asarray(colour, np.float32), (self.height, self.width, 3)) * self._shade
-            self._background[colour] = np.clip(base, 0, 255).astype(np.uint8)
+            self._background[colour] = np.clip(base + self._detail, 0, 255).astype(np.uint8)
         frame = self._background[colour].copy()
+        if self._noise:
+            noisy = frame.astype(np.int16) + self._noise[int(t * 100) % len(self._noise)]
+            frame = np.clip(noisy, 0, 255).astype(np.uint8)
         side = max(4, self.height // 10)  # a moving square: steady motion
         x = int((t * self.width / 8) % max(1, self.width - side))
         y = self.height - side - self.height // 20
@@ -144,12 +156,18 @@ def write_video(
     preset: str = "ultrafast",
     gop: int | None = None,
     codec_options: dict[str, str] | None = None,
+    texture: bool = False,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
 ) -> Path:
-    """Encode a synthetic video and return its path. ``vfr`` makes frame intervals vary from 0.3x to 3x."""
+    """Encode a synthetic video and return its path.
+
+    ``vfr`` makes frame intervals vary from 0.3x to 3x; ``texture`` adds scene detail and sensor noise (for
+    benchmarks: flat synthetic frames compress unrealistically well).
+    """
     path = Path(path)
-    painter = FramePainter(width, height, default_scenes(duration) if scenes is None else scenes, overlays, shapes)
+    painter = FramePainter(width, height, default_scenes(duration) if scenes is None else scenes, overlays, shapes,
+                           texture=texture, seed=seed)
     rng = random.Random(seed)
     time_base = Fraction(1, 90_000)
     with av.open(str(path), mode="w") as container:

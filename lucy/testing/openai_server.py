@@ -70,7 +70,8 @@ class ScriptedOpenAIServer:
     ``replies``: a list consumed in order (the last one then repeats), or a callable given each request body,
     or None (always ``Reply()``). ``latency`` is added to every request; ``capacity`` bounds the requests
     processed at once (others queue). ``requests`` holds the JSON bodies received, in arrival order;
-    ``headers`` their HTTP headers (lower-case names); ``peak_in_flight`` the most requests processed at once.
+    ``headers`` their HTTP headers (lower-case names); ``peak_in_flight`` the most requests processed at once;
+    ``holds`` when each request held a processing slot (``time.monotonic()`` start and end).
     """
 
     def __init__(self, replies: ReplyScript = None, *, latency: float = 0.0, capacity: int | None = None,
@@ -92,6 +93,7 @@ class ScriptedOpenAIServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.completed = 0
+        self.holds: list[tuple[float, float]] = []  # (start, end) time.monotonic() of each processing slot held
         self._lock = threading.Lock()
         self._script_index = 0
         self._ids = itertools.count(1)
@@ -212,6 +214,7 @@ class ScriptedOpenAIServer:
             with self._lock:
                 self.in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            began = time.monotonic()
             if seconds > 0:
                 try:
                     await asyncio.wait_for(self._closing.wait(), timeout=seconds)
@@ -223,6 +226,7 @@ class ScriptedOpenAIServer:
             with self._lock:
                 self.in_flight -= 1
                 self.completed += 1
+                self.holds.append((began, time.monotonic()))
             if self._slots is not None:
                 self._slots.release()
 

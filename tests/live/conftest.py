@@ -233,6 +233,38 @@ class Background(threading.Thread):
         return self.value
 
 
+class LucyProcess:
+    """``lucy ARGS`` in a child process, its output going to files (a pipe nobody reads could block it)."""
+
+    def __init__(self, args: list[str], workdir: Path, env: dict[str, str] | None = None) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._out_path, self._err_path = workdir / "stdout.txt", workdir / "stderr.txt"
+        with open(self._out_path, "w") as out, open(self._err_path, "w") as err:
+            self.proc = subprocess.Popen([*lucy_command(), *args], stdout=out, stderr=err, env=lucy_env(**(env or {})),
+                                         cwd=workdir)
+        self.started = time.monotonic()
+
+    @property
+    def stderr(self) -> str:
+        return self._err_path.read_text()
+
+    @property
+    def stdout(self) -> str:
+        return self._out_path.read_text()
+
+    def send(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def finish(self, timeout: float = 60.0) -> int:
+        """Wait for the process to exit and return its exit code."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"lucy did not exit within {timeout:g} s; stderr: {self.stderr[-2000:]}")
+
+
 class LiveKit:
     """The helpers above, handed to tests as the ``live`` fixture (test modules import nothing from here)."""
 
@@ -241,6 +273,11 @@ class LiveKit:
     lucy_command = staticmethod(lucy_command)
     lucy_env = staticmethod(lucy_env)
     free_port = staticmethod(free_port)
+
+    @staticmethod
+    def lucy(args: list[str], workdir: Path, env: dict[str, str] | None = None) -> LucyProcess:
+        """Start ``lucy ARGS`` (with the short live timeouts of LIVE_ENV) in ``workdir``."""
+        return LucyProcess(args, workdir, env)
 
     @staticmethod
     def background(fn: Callable[[], Any], name: str = "background") -> Background:

@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import openai
 import pytest
 
@@ -112,8 +113,18 @@ def test_capacity_and_latency_give_capacity_over_latency_throughput():
     with ScriptedOpenAIServer(latency=latency, capacity=capacity) as server:
         took = asyncio.run(run(server.base_url))
         assert server.peak_in_flight == capacity
+        holds = server.holds[1:]  # the warm-up request aside
     ideal = count / capacity * latency  # 6 rounds of 0.25 s
-    assert ideal * 0.97 <= took <= ideal * 1.25, (took, ideal)
+    # The server side is exact: each request holds a slot for the latency, never more than C at once, and a
+    # freed slot is taken again at once while requests wait.
+    assert len(holds) == count
+    assert all(latency <= end - start <= latency + 0.1 for start, end in holds)
+    events = sorted([(start, 1) for start, _ in holds] + [(end, -1) for _, end in holds])
+    assert max(np.cumsum([step for _, step in events])) == capacity
+    busy = max(end for _, end in holds) - min(start for start, _ in holds)
+    assert ideal <= busy <= ideal * 1.15, (busy, ideal)
+    # Seen from the client (which shares the 2 CPU cores with the server), never faster than C / L.
+    assert ideal * 0.97 <= took <= ideal * 1.6, (took, ideal)
 
 
 def test_reply_delay_and_prompt_stop_with_requests_pending():

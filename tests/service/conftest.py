@@ -227,9 +227,9 @@ def lucy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[.
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_server(tmp_path_factory: pytest.TempPathFactory, videos: dict[str, Path]) -> Iterator[LucyServer]:
-    """One server for a whole test module (streams are named per test)."""
+    """One server for the whole session (each test module names its own streams)."""
     workdir = tmp_path_factory.mktemp("serve-shared")
     config = base_config(workdir / "data", free_port(),
                          service={"allowed_source_roots": [str(videos["a"].parent), str(workdir)],

@@ -17,14 +17,17 @@ of it process start-up, so tesserocr is 3-15x faster here and lets several threa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
+import hashlib
+import itertools
 import os
 import queue
 import re
 import threading
 import time
 import weakref
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +50,7 @@ _OCR_UPSCALE_BELOW = 960  # frames narrower than this are enlarged 2x for OCR: T
 _GRID_STEP = 4  # colour, object and motion analysis run on every 4th pixel of the frame the level sees
 _CUT_DISTANCE = 0.45  # colour-histogram distance (0..1) above which two sampled frames are different scenes
 _MOTION_DELTA = 30  # grey levels a pixel must change by to count as moving
+_CACHE_FRAMES = 512  # analysed frames kept: a span captioned again (with a question's instruction) is instant
 _SYSTEM_TESSDATA = (
     "/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata", "/usr/share/tessdata",
     "/usr/local/share/tessdata", "/usr/local/share/tesseract-ocr/tessdata", "/opt/homebrew/share/tessdata",
@@ -191,7 +195,6 @@ class OcrEngines:
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._made = 0
         self._lock = threading.Lock()
-        self._all: list[Any] = []
         self.version = tesserocr.tesseract_version().split()[1] if tesserocr.tesseract_version() else "?"
         self._idle.put(self._new())  # fail now (missing language data...), not in the middle of ingest
 
@@ -205,7 +208,6 @@ class OcrEngines:
             raise LucyError(f"Tesseract could not load {self.languages!r} from {self.tessdata}: {err}") from err
         with self._lock:
             self._made += 1
-            self._all.append(api)
         return api
 
     def read(self, gray: Image.Image) -> list[TextLine]:
@@ -245,10 +247,16 @@ class OcrEngines:
         return lines
 
     def close(self) -> None:
-        with self._lock:
-            for api in self._all:
-                api.End()
-            self._all.clear()
+        """Free the idle engines. One still reading is returned to the pool afterwards and stays usable, and
+        later reads make new engines as needed, so closing never pulls an engine from under a thread."""
+        while True:
+            try:
+                api = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            api.End()
+            with self._lock:
+                self._made -= 1
 
 
 def _plausible(text: str) -> bool:
@@ -280,7 +288,7 @@ class FrameFacts:
     colours: np.ndarray  # share of each COLOURS entry
     brightness: float  # mean luma 0..255
     hist: np.ndarray
-    gray_grid: np.ndarray  # luma on the analysis grid (motion)
+    gray_grid: np.ndarray  # uint8 luma on the analysis grid (motion)
     objects: list[tuple[str, str]]
     text: list[TextLine] = field(default_factory=list)
 
@@ -334,6 +342,9 @@ class PixelsCaptioner(Captioner):
             weakref.WeakKeyDictionary()
         self.frames_analysed = 0
         self.busy_seconds = 0.0  # thread time spent analysing frames (frames/s = frames_analysed / this)
+        self.cache_hits = 0
+        self._cache: OrderedDict[bytes, FrameFacts] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     async def aclose(self) -> None:
         if self.engines is not None:
@@ -367,6 +378,23 @@ class PixelsCaptioner(Captioner):
     # ---------------------------------------------------------------------------------- per frame (thread)
 
     def _analyse(self, frame: np.ndarray, t: float, scale: float) -> FrameFacts:
+        """The facts of one frame, from the cache when these very pixels were analysed at this scale."""
+        key = hashlib.blake2b(np.ascontiguousarray(frame).data, digest_size=16,
+                              person=f"{scale:.4f}".encode()[:16]).digest()
+        with self._cache_lock:
+            known = self._cache.get(key)
+            if known is not None:
+                self._cache.move_to_end(key)
+                self.cache_hits += 1
+                return dataclasses.replace(known, time=t)
+        facts = self._analyse_pixels(frame, t, scale)
+        with self._cache_lock:
+            self._cache[key] = facts
+            while len(self._cache) > _CACHE_FRAMES:
+                self._cache.popitem(last=False)
+        return facts
+
+    def _analyse_pixels(self, frame: np.ndarray, t: float, scale: float) -> FrameFacts:
         started = time.perf_counter()
         image = Image.fromarray(np.ascontiguousarray(frame), "RGB")
         if scale < 1.0:  # what a coarse look sees: fewer pixels, small details gone
@@ -380,11 +408,12 @@ class PixelsCaptioner(Captioner):
         background = int(np.argmax(shares))
         min_cells = max(6, classes.size // 1000)
         facts = FrameFacts(time=t, colours=shares, brightness=float(luma.mean()), hist=_colour_hist(grid),
-                           gray_grid=luma, objects=count_objects(classes, background, min_cells))
+                           gray_grid=np.round(luma).astype(np.uint8),
+                           objects=count_objects(classes, background, min_cells))
         if self.engines is not None:
             facts.text = self._read_text(image, rgb, grid, luma)
         elapsed = time.perf_counter() - started
-        with _STATS_LOCK:
+        with self._cache_lock:
             self.frames_analysed += 1
             self.busy_seconds += elapsed
         return facts
@@ -440,7 +469,7 @@ class PixelsCaptioner(Captioner):
 
     def _segments(self, facts: list[FrameFacts]) -> list[list[FrameFacts]]:
         segments = [[facts[0]]]
-        for before, after in zip(facts, facts[1:], strict=False):
+        for before, after in itertools.pairwise(facts):
             if 0.5 * np.abs(before.hist - after.hist).sum() > _CUT_DISTANCE:
                 segments.append([after])
             else:
@@ -520,8 +549,8 @@ class PixelsCaptioner(Captioner):
         ys: list[float] = []
         xs: list[float] = []
         for segment in self._segments(facts):
-            for before, after in zip(segment, segment[1:], strict=False):
-                moving = np.abs(after.gray_grid - before.gray_grid) > _MOTION_DELTA
+            for before, after in itertools.pairwise(segment):
+                moving = np.abs(after.gray_grid.astype(np.int16) - before.gray_grid) > _MOTION_DELTA
                 changed.append(float(moving.mean()))
                 if moving.any():
                     yy, xx = np.nonzero(moving)
@@ -534,9 +563,6 @@ class PixelsCaptioner(Captioner):
                 else "strong")
         where = f", mostly at the {_where(float(np.mean(xs)), float(np.mean(ys)))}" if xs and share >= 0.002 else ""
         return f"Motion: {word} ({share:.1%} of the picture changes between sampled frames){where}."
-
-
-_STATS_LOCK = threading.Lock()
 
 
 def _previous(facts: list[FrameFacts], f: FrameFacts) -> float | None:

@@ -121,6 +121,22 @@ class LexicalReasoner(Reasoner):
             out.append(min(1.0, mass / total))
         return out
 
+    @staticmethod
+    def _specificity(memory: Sequence[MemoryItem], context: list[float]) -> list[float]:
+        """1, or 0.5 for a memory that holds a deeper one matching the question at least as well: a fine caption
+        of 10 s mixes what the asked-about moment showed with what came before or after it, the ultra-fine
+        caption inside it is about that moment alone, so its evidence should prevail."""
+        out = []
+        for i, item in enumerate(memory):
+            superseded = any(
+                context[j] > 0 and context[j] >= context[i] - 1e-9 and item.start <= other.start
+                and other.end <= item.end and (other.end - other.start) < (item.end - item.start)
+                and _DEPTHS.index(other.level) > _DEPTHS.index(item.level)
+                for j, other in enumerate(memory)
+                if j != i and other.level in _DEPTHS and item.level in _DEPTHS)
+            out.append(0.5 if superseded else 1.0)
+        return out
+
     # ------------------------------------------------------------------------------------------- agents
 
     async def answer(self, question: Question, memory: Sequence[MemoryItem], *,
@@ -145,6 +161,7 @@ class LexicalReasoner(Reasoner):
         sequences = [terms(m.text) for m in memory]
         doc_terms = [set(seq) for seq in sequences]
         phrases = [normalise_phrase(m.text) for m in memory]
+        specific = self._specificity(memory, context)
         best_per_option: list[_Scored | None] = []
         for i, option in enumerate(question.options):
             others = set().union(*(t for j, t in enumerate(option_terms) if j != i))
@@ -166,7 +183,7 @@ class LexicalReasoner(Reasoner):
                     rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", phrases[k]) is not None
                 if exact:
                     support = max(support, 0.8)
-                score = support * _weight(item.level) * _relevant(context[k])
+                score = support * _weight(item.level) * _relevant(context[k]) * specific[k]
                 if score > 0 and (best is None or score > best.score):
                     best = _Scored(item, score, exact)
             best_per_option.append(best)
@@ -208,7 +225,12 @@ class LexicalReasoner(Reasoner):
         item = memory[k]
         qset = set(query)
         sentences = [s.strip() for s in _SENTENCE.split(item.text) if s.strip()] or [item.text]
-        line = max(sentences, key=lambda s: (len(qset & set(terms(s))), -len(s)))
+        # The two lines that share most words with the question, in the memory's order (one names what the
+        # question is about, the other often holds the detail asked for).
+        overlap = [len(qset & set(terms(s))) for s in sentences]
+        best = sorted(range(len(sentences)), key=lambda i: (-overlap[i], len(sentences[i]), i))[:2]
+        best = [i for i in best if overlap[i] > 0] or best[:1]
+        line = " ".join(sentences[i] for i in sorted(best))
         coverage = context[k]
         confident = item.level in _DETAILED and coverage >= self.settings.min_coverage
         return AnswerReply(

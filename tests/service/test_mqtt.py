@@ -1,0 +1,150 @@
+"""The MQTT bridge against a real mosquitto broker, restarted mid-test."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+
+from tests.service.conftest import LucyServer, Mosquitto, wait_for
+
+
+class Watcher:
+    """A plain MQTT client (paho) that records what it receives on ``lucy/#``."""
+
+    def __init__(self, port: int) -> None:
+        self.messages: queue.Queue[tuple[str, Any, bool]] = queue.Queue()
+        self.seen: list[tuple[str, Any, bool]] = []
+        self._lock = threading.Lock()
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+        self.client.on_message = self._on_message
+        subscribed = threading.Event()
+        self.client.on_subscribe = lambda *a, **k: subscribed.set()
+        self.client.on_connect = lambda c, *a, **k: c.subscribe("lucy/#", qos=1)
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        assert subscribed.wait(30), "the test's MQTT client could not subscribe"
+
+    def _on_message(self, client: Any, userdata: Any, message: paho.MQTTMessage) -> None:
+        try:
+            payload = json.loads(message.payload) if message.payload else None
+        except ValueError:
+            payload = message.payload
+        item = (message.topic, payload, bool(message.retain))
+        with self._lock:
+            self.seen.append(item)
+        self.messages.put(item)
+
+    def find(self, predicate: Callable[[str, Any, bool], bool]) -> list[tuple[str, Any, bool]]:
+        with self._lock:
+            return [m for m in self.seen if predicate(*m)]
+
+    def publish(self, topic: str, payload: Any) -> None:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.client.publish(topic, body, qos=1).wait_for_publish(30)
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def _answer(watcher: Watcher, qid: Any, stream: str = "gate", timeout: float = 120) -> dict:
+    found = wait_for(lambda: watcher.find(lambda t, p, r: t == f"lucy/{stream}/answers" and isinstance(p, dict)
+                                          and p.get("id") == qid), timeout, f"the answer to {qid!r}")
+    return found[-1][1]
+
+
+def test_mqtt_bridge(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto, videos: dict[str, Path]) -> None:
+    server = lucy_server(mqtt={"enabled": True, "url": f"mqtt://127.0.0.1:{mosquitto.port}", "client_id": "lucy-test",
+                               "reconnect_initial_seconds": 0.2, "reconnect_max_seconds": 1.0, "keepalive_seconds": 5})
+    wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
+    watcher = Watcher(mosquitto.port)
+    try:
+        # The server is online (retained), and says so to late subscribers.
+        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and p["state"] == "online"), 30,
+                 "lucy/status online")
+        secret = "pa55word"
+        with server.client() as c:
+            assert c.post("/v1/streams", json={"name": "gate", "source": str(videos["a"])}).status_code == 201
+            assert c.post("/v1/streams", json={"name": "door", "captioner": "none",
+                                               "source": f"rtsp://cam:{secret}@127.0.0.1:9/x"}).status_code == 201
+        server.wait_captioned("gate")
+        # New memory nodes go out on captions, one message per node, as the API shows them.
+        captions = wait_for(lambda: (m := watcher.find(lambda t, p, r: t == "lucy/gate/captions")) and len(m) >= 3
+                            and m, 60, "three coarse captions on lucy/gate/captions")
+        assert sorted((p["start"], p["end"]) for _, p, _ in captions if p["level"] == "coarse") == [
+            (0, 60), (60, 120), (120, 150)]
+        with server.client() as c:
+            stored = c.get("/v1/streams/gate/memory", params={"level": "coarse"}).json()["nodes"]
+        assert {n["id"] for n in stored} <= {p["id"] for _, p, _ in captions}
+        # Status is retained per stream; credentials never reach MQTT.
+        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/status" and p and p["state"] == "finished"),
+                 30, "gate's finished status")
+        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/door/status" and p and p["state"] == "failed"), 60,
+                 "door's failed status")
+        assert all(secret not in json.dumps(p) for _, p, _ in watcher.find(lambda t, p, r: True)
+                   if not isinstance(p, bytes))
+
+        # Questions in, answers out, matched by id.
+        watcher.publish("lucy/gate/questions", {"id": "q-1", "question": "What number plate was shown?"})
+        answer = _answer(watcher, "q-1")
+        assert answer["stream"] == "gate" and answer["trace"] and "confident" in answer and "error" not in answer
+        # Bad questions get an error reply (with the id when there is one), and the bridge carries on.
+        watcher.publish("lucy/gate/questions", b"{not json")
+        watcher.publish("lucy/gate/questions", {"id": "q-2", "question": ""})
+        watcher.publish("lucy/nosuch/questions", {"id": 3, "question": "anyone there?"})
+        assert "JSON" in wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/answers" and isinstance(p, dict)
+                                                       and p.get("id") is None), 60, "the bad-JSON reply")[0][1]["error"]
+        assert _answer(watcher, "q-2")["status"] == 422
+        assert _answer(watcher, 3, stream="nosuch")["status"] == 404
+
+        # The broker restarts (and forgets everything retained): the bridge reconnects and re-announces.
+        mosquitto.restart()
+        watcher.close()
+        wait_for(lambda: (r := server.client().get("/readyz").json())["mqtt"] == "connected"
+                 and r["mqtt_connects"] >= 2, 90, "the bridge to reconnect")
+        watcher = Watcher(mosquitto.port)
+        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and r and p["state"] == "online"), 30,
+                 "the retained online status after the restart")
+        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/status" and r and p["state"] == "finished"),
+                 30, "gate's retained status after the restart")
+        watcher.publish("lucy/gate/questions", {"id": "after-restart", "question": "What colours were shown?"})
+        assert "error" not in _answer(watcher, "after-restart")
+
+        # The last will: the server vanishes without a word, the broker says it is offline.
+        server.stop(signal.SIGKILL)
+        offline = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and p["state"] == "offline"), 60,
+                           "the last will")
+        assert offline[-1][1]["reason"] == "connection lost"
+    finally:
+        watcher.close()
+
+
+def test_mqtt_clean_shutdown_says_offline(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto) -> None:
+    server = lucy_server(mqtt={"enabled": True, "url": f"mqtt://127.0.0.1:{mosquitto.port}", "client_id": "lucy-2"})
+    wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
+    watcher = Watcher(mosquitto.port)
+    try:
+        assert server.stop(signal.SIGTERM) == 0
+        offline = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and p["state"] == "offline"), 30,
+                           "the offline status")
+        assert offline[-1][1]["reason"] == "shutdown"
+    finally:
+        watcher.close()
+
+
+def test_server_starts_while_broker_is_down(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto) -> None:
+    """A broker that is not there yet never stops the server; the bridge connects when it comes."""
+    mosquitto.stop()
+    server = lucy_server(mqtt={"enabled": True, "url": f"mqtt://127.0.0.1:{mosquitto.port}", "client_id": "lucy-3",
+                               "reconnect_initial_seconds": 0.2, "reconnect_max_seconds": 1.0})
+    assert server.client().get("/readyz").json()["mqtt"] == "disconnected"
+    assert server.client().get("/v1/streams").status_code == 200
+    mosquitto.start()
+    wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")

@@ -159,7 +159,7 @@ def plan(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Ques
         shapes = [s for s in shapes if s.end <= n.start or s.start >= end]
         scenes = _cut(scenes, n.start, end) + [Scene(n.start, end, PALETTE[n.background])]
         overlays += [Overlay(n.start, end, n.site, size=0.12, x=0.05, y=0.05),
-                     Overlay(n.start, end, n.line, size=0.045, x=0.05, y=0.4)]
+                     Overlay(n.start, end, n.line, size=0.06, x=0.05, y=0.4)]
         shapes.append(Shape(n.start, end, PALETTE[n.colour], count=n.count, x=0.05, y=0.65, size=0.1))
     scenes.sort(key=lambda s: s.start)
     questions: list[Question] = []

@@ -249,7 +249,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from lucy.demo import run_demo
 
-    return run_demo(_settings(args), workdir=args.workdir)
+    return run_demo(_settings(args), workdir=args.workdir, realtime=not args.fast)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -306,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="generate a sample video, ingest it, show the result")
     p.add_argument("--workdir", type=Path, default=None, help="where to put the sample video and data")
+    p.add_argument("--fast", action="store_true", help="ingest as fast as possible instead of in real time")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("serve", parents=[common], help="serve the HTTP API, MQTT bridge, metrics and dashboard")

@@ -1,42 +1,136 @@
-"""``lucy demo``: generate a sample video with details worth asking about, ingest it, show what was stored."""
+"""``lucy demo``: Lucy end to end on the embedded backends, no model and no GPU needed.
+
+It generates a 90-second video with details worth asking about (a van's plate, a departure board, boxes), ingests
+it paced in real time as if it were a live camera while the coarse builder captions it (pixels captioner), asks
+questions while ingestion goes on (lexical reasoner), and prints each answer with the trace of how the loop got
+there. At the end, one question is asked again to show that what the first ask found is reused.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from lucy.config import LucySettings
+from lucy.errors import LucyError
 from lucy.ingest import Ingestor, ZarrFrameStore
+from lucy.memory.builder import CoarseBuilder
+from lucy.memory.captioners import make_captioner
+from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.query.console import answer_lines
+from lucy.query.factory import open_engine
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
 
 DEMO_SECONDS = 90.0
+WIDTH, HEIGHT = 320, 180  # small frames keep OCR quick on a laptop
+
+# (ask once this much media is ingested, question, options)
+QUESTIONS: list[tuple[float, str, list[str]]] = [
+    (22.0, "What was the plate number of the delivery van?", ["KX-4281", "KX-4821", "QD-1190", "MV-3375"]),
+    (55.0, "At what time does the train from platform 7 depart?", ["13:50", "14:05", "14:50", "15:05"]),
+    (88.0, "How many orange boxes were shown at the store?", ["2", "3", "4", "5"]),
+]
 
 
 def demo_video(path: Path) -> Path:
-    """A 90 s video: three scenes, a delivery van's plate, a departure board, and three orange boxes."""
-    scenes = [Scene(0, 30, PALETTE["blue"]), Scene(30, 60, PALETTE["green"]), Scene(60, DEMO_SECONDS, PALETTE["purple"])]
+    """90 s in three scenes. Big signs (readable in coarse memory) say where; small print (readable only by
+    looking closer) holds the details: the van's plate, the departure time, three orange boxes."""
+    scenes = [Scene(0, 30, PALETTE["blue"]), Scene(30, 60, PALETTE["green"]),
+              Scene(60, DEMO_SECONDS, PALETTE["purple"])]
     overlays = [
-        Overlay(5, 15, "DELIVERY VAN PLATE KX-4821", size=0.06),
-        Overlay(35, 48, "PLATFORM 7 DEPARTS 14:05", size=0.06),
-        Overlay(66, 80, "STORE CLOSES AT 9 PM", size=0.06),
+        Overlay(5, 15, "DELIVERY VAN", size=0.12, x=0.05, y=0.06),
+        Overlay(5, 15, "VAN PLATE KX-4821", size=0.06, x=0.05, y=0.42),
+        Overlay(35, 48, "PLATFORM 7", size=0.12, x=0.05, y=0.06),
+        Overlay(35, 48, "TRAIN DEPARTS 14:05", size=0.06, x=0.05, y=0.42),
+        Overlay(66, 80, "STORE", size=0.12, x=0.05, y=0.06),
+        Overlay(66, 80, "CLOSES AT 9 PM", size=0.06, x=0.05, y=0.42),
     ]
-    shapes = [Shape(62, 75, PALETTE["orange"], count=3, x=0.1, y=0.5)]
-    return write_video(path, duration=DEMO_SECONDS, fps=25, scenes=scenes, overlays=overlays, shapes=shapes)
+    shapes = [Shape(66, 80, PALETTE["orange"], count=3, x=0.05, y=0.62, size=0.1)]
+    return write_video(path, duration=DEMO_SECONDS, fps=10, width=WIDTH, height=HEIGHT, scenes=scenes,
+                       overlays=overlays, shapes=shapes)
 
 
-def run_demo(settings: LucySettings, workdir: Path | None = None) -> int:
+def demo_settings(settings: LucySettings, data: Path) -> LucySettings:
+    """The user's settings, on the embedded backends and small frames, in the demo's own data directory."""
+    return settings.model_copy(update={
+        "data": data,
+        "ingest": settings.ingest.model_copy(update={"frame_width": WIDTH, "frame_height": HEIGHT}),
+        "captioner": settings.captioner.model_copy(update={
+            "backend": "pixels", "pixels": settings.captioner.pixels.model_copy(update={"coarse_max_frames": 8})}),
+        "reasoner": settings.reasoner.model_copy(update={"backend": "lexical"}),
+    })
+
+
+async def _ask(settings: LucySettings, memory: SQLiteMemoryStore, question: str, options: list[str]) -> None:
+    print(f"\n? {question}")
+    for i, option in enumerate(options):
+        print(f"    {i}. {option}")
+    async with open_engine(settings, "demo", memory=memory) as engine:
+        run = engine.run(question, options)
+        async for step in run:
+            if step.agent != "done":
+                print("  " + step.line(), flush=True)
+        assert run.result is not None
+        print("\n".join("  => " + line for line in answer_lines(run.result)), flush=True)
+
+
+def _ingested(settings: LucySettings) -> float:
+    try:
+        return ZarrFrameStore.open(settings.data, "demo").info().media_seconds
+    except LucyError:
+        return 0.0
+
+
+def run_demo(settings: LucySettings, workdir: Path | None = None, *, realtime: bool = True) -> int:
     workdir = Path(workdir or tempfile.mkdtemp(prefix="lucy-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    settings = settings.model_copy(update={"data": workdir / "data"})
+    settings = demo_settings(settings, workdir / "data")
     video = demo_video(workdir / "demo.mp4")
-    print(f"generated {video} ({DEMO_SECONDS:.0f} s, 640x360, 25 fps, H.264)")
-    result = Ingestor(settings, str(video), "demo").run()
-    print(f"ingested {result.media_seconds:.1f} s of video in {result.wall_seconds:.2f} s "
-          f"({result.media_seconds / max(result.wall_seconds, 1e-9):.0f}x real time)")
-    store = ZarrFrameStore.open(settings.data, "demo")
-    info = store.info()
-    print(f"frame store {store.path}: {info.frames} frames at {info.stored_fps:g} fps, {info.width}x{info.height}, "
-          f"{info.codec}, {store.stored_bytes() / max(info.frames, 1) / 1024:.1f} KiB per frame")
-    clip = store.read(35.0, 48.0, fps=0.5)
-    print(f"read back 35-48 s at 0.5 fps: {len(clip)} frames at {', '.join(f'{t:.1f}' for t in clip.times)} s")
+    print(f"generated {video} ({DEMO_SECONDS:.0f} s, {WIDTH}x{HEIGHT}, H.264): a van's plate at 5-15 s, a departure "
+          f"board at 35-48 s, a store sign with three orange boxes at 66-80 s")
+    print(f"ingesting it {'paced in real time, like a live camera' if realtime else 'as fast as possible'}, "
+          f"with coarse captions every {settings.levels.coarse.span_seconds:g} s (pixels captioner); questions "
+          f"are answered by the lexical reasoner while ingestion goes on")
+    memory = SQLiteMemoryStore.for_data(settings)
+    captioner = make_captioner(settings)
+    assert captioner is not None
+    builder = CoarseBuilder(settings, "demo", memory, captioner).start()
+    ingestor = Ingestor(settings, str(video), "demo", realtime=realtime, on_commit=builder.on_commit)
+    failure: list[BaseException] = []
+
+    def ingest() -> None:
+        try:
+            ingestor.run()
+        except BaseException as err:  # noqa: BLE001  (reported by the main thread)
+            failure.append(err)
+
+    thread = threading.Thread(target=ingest, name="demo-ingest", daemon=True)
+    began = time.monotonic()
+    thread.start()
+    try:
+        for at, question, options in QUESTIONS:
+            while _ingested(settings) < at and thread.is_alive():
+                time.sleep(0.2)
+            if failure:
+                raise failure[0]
+            print(f"\n[{time.monotonic() - began:5.1f} s wall, {_ingested(settings):5.1f} s of video ingested]",
+                  end="")
+            asyncio.run(_ask(settings, memory, question, options))
+        thread.join()
+        if failure:
+            raise failure[0]
+        builder.drain(timeout=120)
+        print(f"\ningest finished after {time.monotonic() - began:.1f} s; coarse memory: "
+              f"{len(memory.nodes('demo', level='coarse', origin='ingest'))} spans. Asking the first question again "
+              f"(what it found is in memory now, so nothing needs captioning):")
+        asyncio.run(_ask(settings, memory, QUESTIONS[0][1], QUESTIONS[0][2]))
+        print(f"\ndata directory: {settings.data}  (try: lucy memory --stream demo --data {settings.data})")
+    finally:
+        ingestor.stop()
+        thread.join(timeout=30)
+        builder.stop()
+        memory.close()
     return 0

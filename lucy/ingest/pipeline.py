@@ -124,12 +124,14 @@ class Ingestor:
             stats.media_start = stats.ingested_until
         sampler = Sampler(fps, after=None if self.store is None else self.store.attrs["last_time"])
         items: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_FRAMES)
-        decoder = threading.Thread(target=self._decode, args=(source, sampler, items),
+        writer_done = threading.Event()  # set once nobody takes items any more (the writer returned or raised)
+        decoder = threading.Thread(target=self._decode, args=(source, sampler, items, writer_done),
                                    name=f"decode-{self.stream}", daemon=True)
         decoder.start()
         try:
             self._write(source, fps, items)
         finally:
+            writer_done.set()
             source.stop()
             decoder.join(timeout=30)
         if self.store is not None and not source.live:
@@ -141,18 +143,31 @@ class Ingestor:
             complete=source.complete, lost=source.lost, decode_errors=source.decode_errors,
             reconnects=source.reconnects)
 
-    def _decode(self, source: Source, sampler: Sampler, items: queue.Queue[object]) -> None:
+    def _decode(self, source: Source, sampler: Sampler, items: queue.Queue[object],
+                writer_done: threading.Event) -> None:
+        def hand_over(item: object) -> bool:
+            # A plain put() would block forever on a full queue once the writer is gone (Ctrl-C, a store error),
+            # and run() would then wait out the join timeout.
+            while not writer_done.is_set():
+                try:
+                    items.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
         try:
             for item in source.frames():
                 if isinstance(item, Frame):
                     self.stats.frames_decoded += 1
                     if not sampler.keep(item.time):
                         continue
-                items.put(item)
+                if not hand_over(item):
+                    return
         except BaseException as err:  # handed to the writer, which re-raises it in the caller's thread
-            items.put(err)
+            hand_over(err)
         finally:
-            items.put(_DONE)
+            hand_over(_DONE)
 
     def _write(self, source: Source, fps: float, items: queue.Queue[object]) -> None:
         s = self.settings.ingest

@@ -8,12 +8,15 @@ closes too (``[k*T_c, end of media)``); a live stream's partial span waits for m
 The builder runs on its own thread with its own asyncio loop. Ingest only wakes it (:meth:`on_commit` never
 blocks), so a slow or dead captioner slows captions, never decoding or storage. The frame store is the
 backlog: closed spans wait there, and at most ``memory.queue_spans`` of them sit in the bounded queue at once,
-so memory stays flat however far captioning falls behind. ``captioner.max_in_flight`` workers each read a
-span's clip at the coarse level's fps (in a thread), call ``describe()``, and write one node (origin
-"ingest"). A :class:`CaptionerError` (or a caption past ``memory.caption_timeout_seconds``) leaves the span
-pending and retries it with exponential backoff; when the captioner answers again the backlog drains from the
-frame store. On start, closed spans already in the frame store but not in memory are captioned (resume after
-a crash), and the store's unique ingest-span index makes every write idempotent.
+so memory stays flat however far captioning falls behind. Workers read a span's clip at the coarse level's
+fps (in a thread), call ``describe()`` (at most ``captioner.max_in_flight`` calls at once; there are twice as
+many workers, so the next clips are read while captions are in flight) and write one node (origin "ingest").
+
+A :class:`CaptionerError` (or a caption past ``memory.caption_timeout_seconds``) leaves the span pending and
+retries it with exponential backoff; while the captioner is failing, one span at a time probes it, and when it
+answers again the backlog drains from the frame store at full concurrency. On start, closed spans already in
+the frame store but not in memory are captioned (resume after a crash or an outage); the memory store keeps
+one ingest node per span, so a span is never held twice.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from lucy.ingest.frames import Clip, FrameStore, check_stream_name
 from lucy.ingest.pipeline import IngestStats
 from lucy.ingest.zarr_store import ZarrFrameStore
 from lucy.memory.captioners.base import Captioner, CaptionerError
-from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
+from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
 from lucy.memory.store import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -128,6 +131,7 @@ class CoarseBuilder:
         self._wake: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
         self._reads = asyncio.Semaphore(_CONCURRENT_READS)
+        self._probe = asyncio.Lock()  # held by the one span probing a failing captioner
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._interrupted = threading.Event()
@@ -258,6 +262,7 @@ class CoarseBuilder:
             # reads its clip, so a slot never waits for frame-store or memory-store I/O.
             self._slots = asyncio.Semaphore(self.workers)
             self._reads = asyncio.Semaphore(_CONCURRENT_READS)
+            self._probe = asyncio.Lock()
             tasks += [asyncio.create_task(self._worker(queue), name=f"caption-{i}") for i in range(2 * self.workers)]
             stopper = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -361,40 +366,59 @@ class CoarseBuilder:
             self._advance_captioned_until()
 
     async def _describe(self, job: _Job, clip: Clip) -> tuple[str, str]:
-        """Caption one clip, retrying with exponential backoff until the captioner answers."""
+        """Caption one clip, retrying with exponential backoff until the captioner answers.
+
+        While the captioner is failing, one span at a time probes it (the others wait), so a dead or
+        recovering server gets one request per backoff step, not one per worker.
+        """
         memory = self.settings.memory
         delay = memory.retry_initial_seconds
-        assert self._slots is not None
-        while True:
-            async with self._slots:  # at most max_in_flight describe() calls at once
-                self.stats.in_flight += 1
+        probing = False
+        try:
+            while True:
+                if self.stats.down_since is not None and not probing:
+                    await self._probe.acquire()
+                    probing = True
+                    if self.stats.down_since is None:  # it came back while this span waited
+                        self._probe.release()
+                        probing = False
                 began = time.monotonic()
-                try:
-                    caption = await asyncio.wait_for(
-                        self.captioner.describe(clip, self.instruction, level=self.level),
-                        memory.caption_timeout_seconds)
-                except (CaptionerError, TimeoutError) as err:
-                    error = str(err) or type(err).__name__
-                    caption = None
-                finally:
-                    self.stats.in_flight -= 1
-            if caption is not None:
-                self.stats.describe_seconds += time.monotonic() - began
-                if self.stats.down_since is not None:
-                    log.warning("captioner of %s answers again after %.0f s; captioning the backlog",
-                                self.stream, self.stats.down_seconds)
-                    self.stats.down_since = None
-                return caption.text, caption.model or self.captioner.model
-            self.stats.failures += 1
-            self.stats.last_error = error
-            if self.stats.down_since is None:  # one warning per outage; each retry at debug level
-                self.stats.down_since = time.monotonic()
-                log.warning("captioner of %s failing (%s); spans stay pending and are retried with backoff",
-                            self.stream, error)
-            log.debug("caption of %s [%.1f, %.1f) failed (%s); retrying in %.1f s",
-                      self.stream, job.start, job.end, error, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, memory.retry_max_seconds)
+                caption, error = await self._try_describe(clip)
+                if caption is not None:
+                    self.stats.describe_seconds += time.monotonic() - began
+                    if self.stats.down_since is not None:
+                        log.warning("captioner of %s answers again after %.0f s; captioning the backlog",
+                                    self.stream, self.stats.down_seconds)
+                        self.stats.down_since = None
+                    return caption.text, caption.model or self.captioner.model
+                self.stats.failures += 1
+                self.stats.last_error = error
+                if self.stats.down_since is None:  # one warning per outage; each retry at debug level
+                    self.stats.down_since = time.monotonic()
+                    log.warning("captioner of %s failing (%s); spans stay pending and are retried with backoff",
+                                self.stream, error)
+                log.debug("caption of %s [%.1f, %.1f) failed (%s); retrying in %.1f s",
+                          self.stream, job.start, job.end, error, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, memory.retry_max_seconds)
+        finally:
+            if probing:
+                self._probe.release()
+
+    async def _try_describe(self, clip: Clip) -> tuple[Caption | None, str]:
+        """One describe() call in a slot: (caption, "") or (None, why it failed)."""
+        assert self._slots is not None
+        async with self._slots:  # at most max_in_flight describe() calls at once
+            self.stats.in_flight += 1
+            try:
+                caption = await asyncio.wait_for(
+                    self.captioner.describe(clip, self.instruction, level=self.level),
+                    self.settings.memory.caption_timeout_seconds)
+                return caption, ""
+            except (CaptionerError, TimeoutError) as err:
+                return None, str(err) or type(err).__name__
+            finally:
+                self.stats.in_flight -= 1
 
     def _advance_captioned_until(self) -> None:
         k = self._contiguous  # spans below it are captioned whole; captions only ever grow

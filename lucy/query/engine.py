@@ -29,7 +29,7 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from lucy.config import Level, Preset
@@ -204,7 +204,6 @@ class _Session:
         self.iteration = 0
         self.result: QueryResult | None = None
         self._next_ref = 1
-        self._rank: dict[int, float] = {}
         self._started = time.perf_counter()
         # The budget leaves room for one retry of a reply that did not validate.
         self.budget = max(256, self.c.context_budget_tokens - prompts.RETRY_RESERVE_TOKENS)

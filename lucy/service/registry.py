@@ -36,7 +36,7 @@ class StreamRegistry:
 
     def __init__(self, data: Path) -> None:
         self.path = Path(data) / "service" / "streams.json"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # put/remove read and write under one hold
 
     def load(self) -> list[StreamSpec]:
         """The registered streams, oldest first."""
@@ -64,11 +64,9 @@ class StreamRegistry:
 
     def put(self, spec: StreamSpec) -> None:
         """Add or replace a stream."""
-        specs = [s for s in self.load() if s.name != spec.name]
         with self._lock:
-            self._save([*specs, spec])
+            self._save([*(s for s in self.load() if s.name != spec.name), spec])
 
     def remove(self, name: str) -> None:
-        specs = self.load()
         with self._lock:
-            self._save([s for s in specs if s.name != name])
+            self._save([s for s in self.load() if s.name != name])

@@ -7,6 +7,7 @@ Python cannot import ``GstRtspServer`` are these tests skipped; any other failur
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -36,7 +37,8 @@ def _rtsp_unavailable() -> str | None:
     """Why the RTSP server cannot run here (None: it can)."""
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         return f"{SYSTEM_PYTHON} not found (the RTSP test server runs with Debian's system Python)"
-    probe = subprocess.run([SYSTEM_PYTHON, "-c", _GI_PROBE], capture_output=True, text=True, timeout=60)
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", _GI_PROBE], capture_output=True, text=True, timeout=60,
+                           check=False)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         return (f"{SYSTEM_PYTHON} cannot import gi's GstRtspServer ({last}); "
@@ -141,8 +143,9 @@ class RtspServer:
         """Stop the server (clients see their connection close); waits until the process is gone."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        os.kill(self.proc.pid, signal.SIGCONT)  # in case it was frozen
-        self.proc.terminate()
+        with contextlib.suppress(ProcessLookupError):  # it may have exited just now
+            os.kill(self.proc.pid, signal.SIGCONT)  # in case it was frozen
+            self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lucy.errors import StoreError
 from lucy.ingest import ZarrFrameStore, list_streams
 
 SECRET = "s3cret-Pa55word"
@@ -33,11 +34,12 @@ def files_text(folder: Path) -> bytes:
 def committed(data: Path, stream: str) -> int:
     try:
         return ZarrFrameStore.open(data, stream).committed()
-    except Exception:  # not created yet
+    except StoreError:  # not created yet
         return 0
 
 
-@pytest.mark.parametrize("auth", ["", f"user:{SECRET}@"])
+@pytest.mark.parametrize("auth", ["", f"user:{SECRET}@", f"user:{SECRET[:4]}@{SECRET[4:]}@"],
+                         ids=["no-credentials", "password", "password-with-at-sign"])
 def test_unreachable_rtsp_url_fails_fast_with_one_line(tmp_path, live, auth):
     port = live.free_port()  # nothing listens there
     data = tmp_path / "data"
@@ -47,6 +49,7 @@ def test_unreachable_rtsp_url_fails_fast_with_one_line(tmp_path, live, auth):
     line = assert_one_line_error(code, run.stderr, f"127.0.0.1:{port}/x", "cannot connect", "refused")
     assert time.monotonic() - run.started < 20  # fails fast: no retry loop on a stream that never came up
     assert SECRET not in run.stdout + run.stderr and SECRET.encode() not in files_text(tmp_path)
+    assert SECRET[4:] not in run.stdout + run.stderr
     if auth:
         assert "user:***@" in line
     assert list_streams(data) == []
@@ -65,7 +68,8 @@ def test_bad_credentials_and_unknown_path_on_a_real_server(tmp_path, live, rtsp_
     assert list_streams(data) == []
 
 
-@pytest.mark.parametrize("url", [f"rtmp://user:{SECRET}@127.0.0.1/live", "udp://127.0.0.1:5000"])
+@pytest.mark.parametrize("url", [f"rtmp://user:{SECRET}@127.0.0.1/live", "udp://127.0.0.1:5000"],
+                         ids=["rtmp-with-password", "udp"])
 def test_unknown_scheme_gives_one_line(tmp_path, live, url):
     run = live.lucy(["ingest", url, "--stream", "s", "--data", str(tmp_path / "data")], tmp_path / "run")
     assert_one_line_error(run.finish(), run.stderr, "unsupported source scheme")
@@ -107,8 +111,10 @@ def test_signals_stop_cleanly_and_a_second_run_resumes(tmp_path, live, rtsp_serv
     first = live.lucy(args, tmp_path / "run1")
     seen = live.wait_for(lambda: committed(data, "cam") >= 4 and committed(data, "cam"), 60, "frames of run 1")
     first.send(signal.SIGINT)
+    signalled = time.monotonic()
     code = first.finish()
     ended = time.time()
+    assert time.monotonic() - signalled < 10  # promptly, not after some internal timeout
     assert code in (0, 130) and "Traceback" not in first.stderr, first.stderr
     store = ZarrFrameStore.open(data, "cam")
     times1, info1 = store.times().copy(), store.info()
@@ -127,7 +133,9 @@ def test_signals_stop_cleanly_and_a_second_run_resumes(tmp_path, live, rtsp_serv
     resumed_at = time.time()
     live.wait_for(lambda: committed(data, "cam") >= len(times1) + 4, 60, "frames of run 3")
     third.send(signal.SIGTERM)
+    signalled = time.monotonic()
     code = third.finish()
+    assert time.monotonic() - signalled < 10
     assert code == 0 and "Traceback" not in third.stderr, third.stderr
     summary = json.loads(third.stdout)
     store = ZarrFrameStore.open(data, "cam")

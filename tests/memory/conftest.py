@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,8 @@ class ClipCaptioner(Captioner):
         self.captions: list[tuple[float, float, int]] = []  # (first time, last time, frames) of each success
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.starts: list[tuple[float, int]] = []  # (monotonic time, calls in flight with it) of each call
+        self.first_failure: float | None = None
         self.closed = False
         self._lock = threading.Lock()
 
@@ -42,6 +45,7 @@ class ClipCaptioner(Captioner):
             call = self.calls
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self.starts.append((time.monotonic(), self.in_flight))
         try:
             if self.gate is not None:
                 while not self.gate.is_set():
@@ -49,13 +53,16 @@ class ClipCaptioner(Captioner):
             if self.delay:
                 await asyncio.sleep(self.delay)
             if self.fail is not None and self.fail(call):
+                if self.first_failure is None:
+                    self.first_failure = time.monotonic()
                 raise CaptionerError(f"scripted failure of call {call}")
             first, last = float(clip.times[0]), float(clip.times[-1])
             rgb = clip.frames.reshape(-1, 3).mean(axis=0)
             with self._lock:
                 self.captions.append((first, last, len(clip)))
-            return Caption(text=f"{len(clip)} frames from {first:.2f} s to {last:.2f} s, level {level.value}, "
-                                f"mean colour {rgb[0]:.0f} {rgb[1]:.0f} {rgb[2]:.0f}", model=self.model, frames=len(clip))
+            text = (f"{len(clip)} frames from {first:.2f} s to {last:.2f} s, level {level.value}, "
+                    f"mean colour {rgb[0]:.0f} {rgb[1]:.0f} {rgb[2]:.0f}")
+            return Caption(text=text, model=self.model, frames=len(clip))
         finally:
             with self._lock:
                 self.in_flight -= 1

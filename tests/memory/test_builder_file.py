@@ -102,18 +102,26 @@ def test_dead_captioner_never_stalls_ingest(tmp_path, five_span_video, clip_capt
 
 
 def test_outage_then_recovery_captions_the_backlog(tmp_path, five_span_video, clip_captioner):
-    settings = make_settings(tmp_path)
+    settings = make_settings(tmp_path, **{"captioner.max_in_flight": 3})
     memory = open_memory(settings)
-    down_until = time.monotonic() + 1.5  # the captioner is down for the whole ingest, then comes back
-    captioner = clip_captioner(fail=lambda call: time.monotonic() < down_until)
+    up = threading.Event()  # the captioner is down for the whole ingest, then comes back
+    captioner = clip_captioner(delay=0.1, fail=lambda call: not up.is_set())
     with CoarseBuilder(settings, "cam", memory, captioner) as builder:
         ingest(settings, five_span_video, builder)
+        time.sleep(0.6)
+        back_at = time.monotonic()
+        up.set()
         assert builder.drain(give_up_seconds=20, timeout=30)
         stats = builder.stats
     assert stats.failures > 0 and stats.last_error and "scripted failure" in stats.last_error
     assert stats.down_since is None  # recovered
     assert spans_of(memory) == SPANS
     assert len(captioner.captions) == len(SPANS)  # each span captioned once the captioner came back
+    # Once the outage is known, a single span probes the captioner at a time (no herd of retries) ...
+    during = [n for t, n in captioner.starts if captioner.first_failure + 0.3 < t < back_at]
+    assert during and max(during) == 1
+    # ... and after it recovers, the backlog is captioned max_in_flight at a time again.
+    assert max(n for t, n in captioner.starts if t > back_at) == 3
     memory.close()
 
 

@@ -8,8 +8,8 @@ from lucy.query.reasoners.base import MemoryItem, Question
 from lucy.query.reasoners.lexical import LexicalReasoner
 
 PLATES = ("KX-4281", "KX-4821", "QD-1190", "MV-3375")
-COARSE = MemoryItem(1, "coarse", 60, 120, 'Scenes: gray, then blue. On-screen text: "HARBOR GATE" (top left, seen 76 s). '
-                                          'Objects: 1 white rectangle.')
+COARSE = MemoryItem(1, "coarse", 60, 120, 'Scenes: gray, then blue. On-screen text: "HARBOR GATE" (top left, '
+                                          'seen 76 s). Objects: 1 white rectangle.')
 FINE = MemoryItem(2, "fine", 70, 80, 'On-screen text: "HARBOR GATE" (top left); "VAN PLATE KX-4821" (middle left); '
                                      '"CAM 3 LOBBY". Objects: 3 orange squares (70.0-79.0 s); 1 white square.')
 OTHER = MemoryItem(3, "fine", 80, 90, 'On-screen text: "CAM 3 LOBBY". Objects: 4 teal squares; 1 white square.')

@@ -96,3 +96,32 @@ def test_packing_clips_then_drops_lowest_priority():
     view = prompts.pack(build, items, priority, small)
     assert 0 < len(view) < 10 and 7 in [v.ref for v in view] and build(view).tokens <= small
     assert [v.ref for v in view] == sorted(v.ref for v in view)  # time order kept
+
+
+def test_packing_for_answers_drops_whole_memories_instead_of_clipping():
+    from lucy.query.reasoners.base import MemoryItem, Question
+
+    q = Question("how many orange squares?", horizon=600)
+    text = "Scenes: gray. " + "x" * 1500 + " Objects: 3 orange squares."
+    items = [MemoryItem(i, "fine", i * 10.0, i * 10.0 + 10, text) for i in range(10)]
+    priority = [1.0 if i in (2, 5) else 0.0 for i in range(10)]
+    build = lambda v: prompts.answer_prompt(q, v)  # noqa: E731
+    budget = build(items[:3]).tokens
+    view = prompts.pack(build, items, priority, budget, prefer="drop")
+    assert len(view) == 3 and {2, 5} <= {v.ref for v in view}  # the two that matter, and one more that fits
+    assert all(v.text == text for v in view)  # what is shown is shown whole (the end of a caption matters)
+    assert build(view).tokens <= budget
+
+
+def test_query_and_reasoner_settings_are_strict():
+    import pytest
+    from pydantic import ValidationError
+
+    from lucy.config import load_settings
+
+    s = load_settings()
+    assert (s.query.max_iterations, s.query.init_spans, s.reasoner.backend) == (5, 3, "lexical")
+    for bad in ({"query.max_iterations": 99}, {"query.context_budget_tokens": 100}, {"reasoner.backend": "gpt"},
+                {"query.bogus": 1}, {"reasoner.timeout_seconds": 0}):
+        with pytest.raises(ValidationError):
+            load_settings(**bad)

@@ -318,3 +318,29 @@ def test_trace_streams_steps_as_they_happen(tmp_path, fakes, seeded):
     assert steps[-1].agent == "done" and result is not None
     assert [s.index for s in steps[:-1]] == [s.index for s in result.trace]
     assert all(s.line() for s in steps)
+
+
+def test_no_frames_yet_is_a_clear_error(tmp_path, fakes):
+    from lucy.errors import LucyError
+
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=0), reasoner=fakes.ScriptedReasoner(),
+                               captioner=None)
+    with pytest.raises(LucyError, match="no frames yet"):
+        run(engine)
+    with pytest.raises(LucyError, match="empty"):
+        run(engine, "   ")
+
+
+def test_two_questions_at_once_share_the_engine(tmp_path, fakes, seeded):
+    select, localise = pick_mentions("harbor", "van")
+    captioner = fakes.FakeCaptioner(world)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=captioner, memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=sees_plate, select=select, localise=localise))
+
+    async def both():
+        return await asyncio.gather(engine.ask(QUESTION), engine.ask("Which plate did the van at the gate show?"))
+
+    a, b = asyncio.run(both())
+    assert a.answer == b.answer == "KX-4821" and a.confident and b.confident
+    assert a.question_id != b.question_id
+    assert {q["id"] for q in seeded.questions("cam")} == {a.question_id, b.question_id}

@@ -31,11 +31,14 @@ def _pipeline(args: argparse.Namespace) -> str:
         location = args.file.replace("\\", "\\\\").replace('"', '\\"')
         return (f'( filesrc location="{location}" ! qtdemux ! h264parse config-interval=-1 '
                 f"! rtph264pay name=pay0 pt=96 )")
+    # The running time drawn on the picture is a help when looking at stored frames, not a need (its plugin,
+    # pango, comes with gstreamer1.0-x).
+    overlay = ('! timeoverlay halignment=left valignment=top font-desc="Sans 18" '
+               if Gst.ElementFactory.find("timeoverlay") else "")
     return (
         f"( videotestsrc is-live=true pattern=ball "
         f"! video/x-raw,width={args.width},height={args.height},framerate={args.fps}/1 "
-        f"! timeoverlay halignment=left valignment=top font-desc=\"Sans 18\" "
-        f"! videoconvert ! video/x-raw,format=I420 "
+        f"{overlay}! videoconvert ! video/x-raw,format=I420 "
         f"! x264enc tune=zerolatency speed-preset=ultrafast key-int-max={args.key_int} bitrate=400 "
         f"! video/x-h264,profile=baseline ! rtph264pay name=pay0 pt=96 config-interval=-1 )"
     )
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Gst.init(None)
     needed = ("filesrc", "qtdemux", "h264parse", "rtph264pay") if args.file else (
-        "videotestsrc", "timeoverlay", "videoconvert", "x264enc", "rtph264pay")
+        "videotestsrc", "videoconvert", "x264enc", "rtph264pay")
     missing = [name for name in needed if Gst.ElementFactory.find(name) is None]
     if missing:  # fail here, not with an opaque error at the client's DESCRIBE
         print(f"ERROR missing GStreamer elements: {', '.join(missing)} (Debian: gstreamer1.0-plugins-base, "

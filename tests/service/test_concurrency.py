@@ -31,9 +31,13 @@ def _metric_sum(server: LucyServer, name: str) -> float:
 def test_streams_and_questions_at_once(lucy_server: Callable[..., LucyServer], videos: dict[str, Path]) -> None:
     server = lucy_server(service={"max_concurrent_questions": 3})
     names = {"north": videos["a"], "south": videos["b"], "east": videos["c"]}
-    with server.client() as c:
-        for name, video in names.items():
-            assert c.post("/v1/streams", json={"name": name, "source": str(video)}).status_code == 201
+
+    def add(name: str) -> int:
+        with server.client() as c:
+            return c.post("/v1/streams", json={"name": name, "source": str(names[name])}).status_code
+
+    with ThreadPoolExecutor(max_workers=3) as pool:  # at once, into a fresh data directory
+        assert list(pool.map(add, names)) == [201, 201, 201]
     wait_for(lambda: all(server.stream(n)["ingested_until"] >= 8 for n in names), 120, "every stream to have frames")
 
     # Health stays responsive while questions and ingest load the machine (the event loop is never blocked).

@@ -182,3 +182,22 @@ def test_chat_question_extraction() -> None:
         last_user_text(ChatRequest(model="cam", messages=[{"role": "system", "content": "x"}]))
     text = answer_text({"answer": "KX-4821", "confident": False, "evidence": [{"start": 20, "end": 30}]})
     assert text.startswith("KX-4821") and "20.0-30.0 s" in text and "Not confident" in text
+
+
+def test_deploy_files_use_exported_metrics() -> None:
+    """The Grafana dashboard and the Prometheus rules name only metrics the exporter defines."""
+    import json
+    import re
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    exporter = MetricsExporter()
+    exporter.update([(StreamFigures("cam", 2), CaptionCallStats(), QuestionStats())])
+    exported = {s.name for f in text_string_to_metric_families(exporter.render().decode()) for s in f.samples}
+    dashboard = json.loads((deploy / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 15
+    used = set(re.findall(r"lucy_[a-z_]+", " ".join(exprs) + (deploy / "lucy-alerts.yml").read_text()))
+    assert used and used <= exported, used - exported
+    for needed in ("lucy_caption_lag_seconds", "lucy_ingest_decode_frames_per_second",
+                   "lucy_question_latency_seconds_bucket", "lucy_question_confident_ratio"):
+        assert needed in used

@@ -33,6 +33,7 @@ from lucy.query.text import BM25, clip_text, normalise_phrase, similar, terms
 
 _DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
 _DETAILED = ("fine", "ultra_fine")
+_ANSWER_KIND = frozenset({"color", "many", "much", "count", "number", "kind", "type", "name"})
 _DEPTHS = ("coarse", "fine", "ultra_fine")
 _SUMMARY_WEIGHT = 0.3
 _GLOBAL = re.compile(
@@ -77,6 +78,11 @@ class LexicalReasoner(Reasoner):
         """(1, term) for an exact term, a reduced score for an OCR-style near miss of a long term, else 0."""
         if term in doc_terms:
             return 1.0, term
+        if len(term) >= 5 and any(c.isdigit() for c in term):
+            # A code run together with the word before it ("PLATECR-3336" for "PLATE CR-3336").
+            glued = next((d for d in doc_terms if term in d), None)
+            if glued is not None:
+                return 1.0, glued
         if len(term) < 6:
             return 0.0, None  # short codes and numbers must match exactly ("4821" is not "4281")
         best, which = 0.0, None
@@ -91,16 +97,17 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _near(sequence: list[str], term: str, query: set[str], window: int = 6) -> float:
-        """How close ``term`` stands to the question's words in a memory: 1 with two of them within a few
-        words ("3 orange squares" for "how many orange squares"), 0 with none."""
-        best = 0
+        """How close ``term`` stands to the question's words in a memory, in [0, 1]: 1 next to a word of what
+        the question is about ("5 yellow squares" for "what colour were the squares"), half that next to a word
+        that only names the kind of answer ("colour", "how many"), 0 with none within a few words."""
+        best = 0.0
         for p, t in enumerate(sequence):
             if t == term:
-                around = set(sequence[max(0, p - window):p + window + 1]) & query
-                best = max(best, len(around))
-                if best >= 2:
+                around = (set(sequence[max(0, p - window):p + window + 1]) & query) - {term}
+                best = max(best, sum(0.5 if w in _ANSWER_KIND else 1.0 for w in around))
+                if best >= 1:
                     break
-        return min(1.0, best / 2)
+        return min(1.0, best)
 
     @staticmethod
     def _context(memory: Sequence[MemoryItem], bm25: BM25, query: list[str]) -> list[float]:
@@ -162,6 +169,11 @@ class LexicalReasoner(Reasoner):
         doc_terms = [set(seq) for seq in sequences]
         phrases = [normalise_phrase(m.text) for m in memory]
         specific = self._specificity(memory, context)
+        # What each memory can contribute at most, and the memories about what is asked (the relevant set).
+        cap = [_weight(m.level) * _relevant(context[k]) * specific[k] for k, m in enumerate(memory)]
+        top_cap = max(cap, default=0.0)
+        relevant = [k for k in range(len(memory)) if top_cap > 0 and cap[k] >= 0.5 * top_cap]
+        relevant_mass = sum(cap[k] for k in relevant) or 1.0
         best_per_option: list[_Scored | None] = []
         for i, option in enumerate(question.options):
             others = set().union(*(t for j, t in enumerate(option_terms) if j != i))
@@ -171,6 +183,7 @@ class LexicalReasoner(Reasoner):
             # A code or a multi-word option found verbatim is strong evidence wherever it is.
             distinctive_phrase = len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))
             best: _Scored | None = None
+            scores = [0.0] * len(memory)
             for k, item in enumerate(memory):
                 support = 0.0
                 for t in distinct:
@@ -183,9 +196,14 @@ class LexicalReasoner(Reasoner):
                     rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", phrases[k]) is not None
                 if exact:
                     support = max(support, 0.8)
-                score = support * _weight(item.level) * _relevant(context[k]) * specific[k]
+                score = scores[k] = support * cap[k]
                 if score > 0 and (best is None or score > best.score):
                     best = _Scored(item, score, exact)
+            if best is not None:
+                # The best single memory counts, and so does how consistently the relevant memories agree:
+                # a caption that straddles a cut may name a colour from just before the moment asked about.
+                agreement = sum(scores[k] for k in relevant) / relevant_mass
+                best.score = 0.3 * best.score + 0.7 * agreement
             best_per_option.append(best)
         ranked = sorted(range(len(question.options)),
                         key=lambda i: (-(best_per_option[i].score if best_per_option[i] else 0.0), i))

@@ -208,7 +208,8 @@ class OpenAIReasoner(Reasoner):
             error = str(err)
         # Once more, with the error shown (the prompt was packed leaving room for this).
         log.info("reasoner %s: %s reply did not validate (%s); asking again", self.model, agent, error)
-        messages = [*messages, {"role": "assistant", "content": clip_text(text, prompts.RETRY_REPLY_CHARS) or "(empty)"},
+        shown = clip_text(text, prompts.RETRY_REPLY_CHARS) or "(empty)"
+        messages = [*messages, {"role": "assistant", "content": shown},
                     {"role": "user", "content": f"That reply cannot be used: {clip_text(error, 400)}. Reply again "
                                                 f"with only the JSON object, in the form given above."}]
         usage.llm_calls += 1

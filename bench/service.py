@@ -1,0 +1,225 @@
+"""Service benchmark: question latency while streams ingest at full speed, and ingest throughput per stream.
+
+One ``lucy serve`` (embedded backends: the ``pixels`` captioner and the ``lexical`` reasoner), in one run:
+
+  1. identical "question" streams are ingested and captioned from a generated video with details worth asking
+     about (so both phases below start from the same memory; one more takes the first-use costs);
+  2. idle: the same questions, one at a time, on the first question stream, with nothing ingesting;
+  3. one load stream ingests a long 720p video at full speed (with its caption builder): throughput alone;
+  4. loaded: four load streams ingest at full speed while the same questions are asked, one at a time, on the
+     second question stream; the load streams must still be ingesting when the last answer arrives.
+
+Prints question latency p50 / p95 idle and loaded and their ratio (target: loaded p50 and p95 <= 1.3 x idle),
+and ingest throughput (media seconds per wall second) per stream with 1 and with 4 streams.
+
+    .venv/bin/python bench/service.py [--questions 10] [--load-seconds 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+
+OUT = Path(__file__).resolve().parent / "out"
+
+QUESTIONS: list[dict[str, Any]] = [
+    {"question": "What was the delivery van's number plate?"},
+    {"question": "What time does platform 7 depart?"},
+    {"question": "When does the store close?"},
+    {"question": "How many orange boxes were shown?", "options": ["1", "2", "3", "4"]},
+    {"question": "What colour was the background at the start?", "options": ["red", "blue", "green", "purple"]},
+]
+
+
+def question_video() -> Path:
+    """Two minutes with text details at known times (as in ``lucy demo``)."""
+    OUT.mkdir(exist_ok=True)
+    path = OUT / "service-questions-120s.mp4"
+    if not path.exists():
+        scenes = [Scene(0, 40, PALETTE["blue"]), Scene(40, 80, PALETTE["green"]), Scene(80, 120, PALETTE["purple"])]
+        overlays = [Overlay(8, 20, "DELIVERY VAN PLATE KX-4821", size=0.06),
+                    Overlay(45, 58, "PLATFORM 7 DEPARTS 14:05", size=0.06),
+                    Overlay(95, 110, "STORE CLOSES AT 9 PM", size=0.06)]
+        shapes = [Shape(84, 100, PALETTE["orange"], count=3, x=0.1, y=0.5)]
+        tmp = path.with_suffix(".partial.mp4")
+        write_video(tmp, duration=120, fps=25, scenes=scenes, overlays=overlays, shapes=shapes)
+        tmp.rename(path)
+    return path
+
+
+def load_video(seconds: float) -> Path:
+    """A long 720p25 textured video: realistic decoding work for the load streams."""
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"service-load-720p25-{int(seconds)}s.mp4"
+    if not path.exists():
+        print(f"generating {path.name} (cached for later runs)...", flush=True)
+        tmp = path.with_suffix(".partial.mp4")
+        write_video(tmp, duration=seconds, fps=25, width=1280, height=720, preset="veryfast", gop=50, texture=True,
+                    overlays=[Overlay(10, seconds - 10, "LOAD STREAM", size=0.05)])
+        tmp.rename(path)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = workdir / "lucy.toml"
+        config.write_text(f'data = "{workdir / "data"}"\npreset = "live"\n[captioner]\nbackend = "pixels"\n'
+                          f'[service]\nport = {self.port}\nstats_interval_seconds = 1.0\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+        self.log = open(workdir / "serve.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config)],
+                                     stdout=self.log, stderr=self.log, env=env)
+        self.http = httpx.Client(base_url=self.url, timeout=600)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if self.http.get("/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit(f"lucy serve did not start; see {workdir / 'serve.log'}")
+            time.sleep(0.3)
+
+    def add(self, name: str, source: Path, captioner: str = "pixels") -> None:
+        r = self.http.post("/v1/streams", json={"name": name, "source": str(source), "captioner": captioner})
+        r.raise_for_status()
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.http.get(f"/v1/streams/{name}").json()
+
+    def wait(self, condition: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            failed = [s for s in self.http.get("/v1/streams").json()["streams"] if s["state"] == "failed"]
+            if failed:
+                raise SystemExit(f"stream {failed[0]['name']} failed: {failed[0]['error']}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out waiting for {what}")
+            time.sleep(0.5)
+
+    def ask(self, stream: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        began = time.perf_counter()
+        r = self.http.post(f"/v1/streams/{stream}/questions", json=body)
+        r.raise_for_status()
+        return time.perf_counter() - began, r.json()
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def ask_all(server: Server, stream: str, n: int) -> list[float]:
+    latencies = []
+    for i in range(n):
+        seconds, answer = server.ask(stream, QUESTIONS[i % len(QUESTIONS)])
+        latencies.append(seconds)
+        print(f"    {seconds:6.2f} s  {answer['llm_calls']:2d} llm  {answer['caption_calls']:2d} captions  "
+              f"{'confident' if answer['confident'] else 'unsure   '}  {answer['answer'][:60]!r}", flush=True)
+    return latencies
+
+
+def throughput(server: Server, names: list[str], seconds: float) -> dict[str, float]:
+    """Media seconds ingested per wall second by each stream over ``seconds`` (all must keep running)."""
+    before = {n: server.status(n)["ingested_until"] for n in names}
+    began = time.monotonic()
+    time.sleep(seconds)
+    after = {n: server.status(n) for n in names}
+    wall = time.monotonic() - began
+    for n, s in after.items():
+        if s["state"] != "running":
+            print(f"  warning: {n} is {s['state']} at the end of the window", flush=True)
+    return {n: (after[n]["ingested_until"] - before[n]) / wall for n in names}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=10, help="questions per phase")
+    parser.add_argument("--load-seconds", type=float, default=300, help="length of the load video")
+    parser.add_argument("--window", type=float, default=20, help="seconds over which ingest throughput is measured")
+    args = parser.parse_args()
+
+    qvideo, lvideo = question_video(), load_video(args.load_seconds)
+    workdir = Path(tempfile.mkdtemp(prefix="lucy-bench-service-"))
+    print(f"cores: {os.cpu_count()}; server data in {workdir}", flush=True)
+    server = Server(workdir)
+    try:
+        for name in ("q-warm", "q-idle", "q-loaded"):
+            server.add(name, qvideo)
+        for name in ("q-warm", "q-idle", "q-loaded"):
+            server.wait(lambda n=name: (s := server.status(n))["state"] == "finished"
+                        and s["captioned_until"] >= s["ingested_until"] > 0, 600, f"{name} captioned")
+        server.ask("q-warm", QUESTIONS[0])  # first-use costs (OCR engines, imports) fall on neither phase
+
+        print(f"\n[idle] {args.questions} questions, nothing ingesting", flush=True)
+        idle = ask_all(server, "q-idle", args.questions)
+
+        print(f"\n[1 stream] ingest throughput over {args.window:.0f} s", flush=True)
+        server.add("load-solo", lvideo)
+        server.wait(lambda: server.status("load-solo")["ingested_until"] > 2, 120, "load-solo running")
+        solo = throughput(server, ["load-solo"], args.window)
+        server.http.delete("/v1/streams/load-solo", params={"purge": "true"}).raise_for_status()
+
+        print(f"\n[loaded] 4 streams ingesting at full speed; {args.questions} questions", flush=True)
+        loads = [f"load-{i}" for i in range(1, 5)]
+        for name in loads:
+            server.add(name, lvideo)
+        server.wait(lambda: all(server.status(n)["ingested_until"] > 2 for n in loads), 180, "load streams running")
+        four = throughput(server, loads, args.window)
+        loaded = ask_all(server, "q-loaded", args.questions)
+        states = {n: server.status(n)["state"] for n in loads}
+        throughout = all(s == "running" for s in states.values())
+    finally:
+        server.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    p50_i, p95_i = statistics.median(idle), percentile(idle, 0.95)
+    p50_l, p95_l = statistics.median(loaded), percentile(loaded, 0.95)
+    print("\nquestion latency (embedded backends: pixels captioner, lexical reasoner)")
+    print(f"  idle:                 p50 {p50_i:6.2f} s   p95 {p95_i:6.2f} s")
+    print(f"  4 streams ingesting:  p50 {p50_l:6.2f} s   p95 {p95_l:6.2f} s   "
+          f"(ingesting throughout: {'yes' if throughout else 'NO: ' + str(states)})")
+    print(f"  ratio loaded / idle:  p50 {p50_l / p50_i:5.2f}     p95 {p95_l / p95_i:5.2f}     (target <= 1.3)")
+    print(f"  total time of the {len(idle)} questions: idle {sum(idle):.1f} s, loaded {sum(loaded):.1f} s "
+          f"(ratio {sum(loaded) / sum(idle):.2f})")
+    print("ingest throughput per stream (media seconds per wall second, 720p25 at full speed, with captioning)")
+    print(f"  1 stream:   {solo['load-solo']:6.2f} x real time")
+    print(f"  4 streams:  {statistics.mean(four.values()):6.2f} x real time each "
+          f"({', '.join(f'{v:.2f}' for v in four.values())}); total {sum(four.values()):.2f}")
+
+
+if __name__ == "__main__":
+    main()

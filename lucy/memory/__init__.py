@@ -1,0 +1,1 @@
+"""Memory: time-indexed text nodes (SQLite + FTS5), the captioners that write them, and the coarse builder."""

@@ -276,6 +276,14 @@ class SQLiteMemoryStore(MemoryStore):
             until = max(until, end)
         return until
 
+    def delete_stream(self, stream: str) -> int:
+        """Forget a stream: its nodes (and their full-text entries) and its question history, in one
+        transaction. Returns the number of nodes deleted."""
+        with self._write() as db:
+            deleted = db.execute("DELETE FROM nodes WHERE stream = ?", (stream,)).rowcount
+            db.execute("DELETE FROM questions WHERE stream = ?", (stream,))
+        return int(deleted)
+
     # ----------------------------------------------------------------------------------- questions
 
     def add_question(self, stream: str, question: str, options: Sequence[str] = (), horizon: float = 0.0) -> int:

@@ -195,6 +195,7 @@ class _Session:
         if not self.text:
             raise LucyError("the question is empty")
         self.question = Question(self.text, options)
+        self.focus = frozenset(terms(self.text) + [t for o in options for t in terms(o)])
         self.steps: list[TraceStep] = []
         self.errors: list[str] = []
         self.items: dict[int, _Item] = {}
@@ -410,11 +411,10 @@ class _Session:
     # --------------------------------------------------------------------------------------- summaries
 
     def _coarse_too_big(self) -> bool:
-        """True when a select prompt over all coarse spans would not fit, even with short texts."""
+        """True when coarse memory exceeds the budget: a select prompt over all coarse spans, whole, would not
+        fit (clipping every caption to a sliver would hide what localisation needs)."""
         view = [self._coarse_item(k).view() for k in range(len(self.coarse_grid))]
-        shortened = [MemoryItem(v.ref, v.level, v.start, v.end, clip_text(v.text, prompts.MIN_ITEM_CHARS * 2))
-                     for v in view]
-        return prompts.select_prompt(self.question, shortened, self.c.init_spans).tokens > self.budget
+        return prompts.select_prompt(self.question, view, self.c.init_spans).tokens > self.budget
 
     def _children(self, level: str, start: float, end: float) -> list[_Item] | None:
         """The items one level below ``level`` covering ``[start, end)``; None unless complete."""
@@ -514,7 +514,8 @@ class _Session:
         priority = self._relevance(items)
         if boost:
             priority = [p + (10.0 if i.ref in boost else 0.0) for p, i in zip(priority, items, strict=True)]
-        return prompts.pack(build, [i.view() for i in items], priority, budget or self.budget, prefer=prefer)
+        return prompts.pack(build, [i.view() for i in items], priority, budget or self.budget, prefer=prefer,
+                            focus=self.focus)
 
     async def _answer(self, refs: Sequence[int], *, final: bool) -> _Answer:
         step = self._step("answer")
@@ -600,29 +601,38 @@ class _Session:
             if item.level in _DEPTH and start - _EPS <= item.start and item.end <= end + _EPS:
                 self.current.add(ref)
 
+    def _grid(self, level: str, start: float) -> tuple[float, float]:
+        """The span of ``level``'s grid that starts at or before ``start`` (cut at the horizon)."""
+        t, _ = self._spec(level)
+        k = math.floor(start / t + 1e-9)
+        return k * t, min((k + 1) * t, self.horizon)
+
     def _candidates(self) -> list[_Item]:
-        """Spans of the current memory not searched yet, one item each (their plain caption when there is one)."""
+        """Spans of the current memory not searched yet, one item each (their plain caption when there is one).
+
+        Spans are those of each level's grid: a caption made when the horizon was earlier (a partial span) stands
+        for the whole grid span, so the same stretch is never offered twice."""
         seen: set[tuple[str, int, int]] = set()
         out: list[_Item] = []
         for ref in sorted(self.current):
             item = self.items[ref]
             if item.level not in _DEPTH:
                 continue
-            key = _key(item.level, item.start, item.end)
+            start, end = self._grid(item.level, item.start)
+            key = _key(item.level, start, end)
             if key in self.searched or key in seen:
                 continue
+            seen.add(key)
             if item.level == Level.ULTRA_FINE.value and any(
                     self.items[r].node is not None and self.items[r].node.origin == self.origin
                     for r in self.by_key.get(key, [])):
                 # This question captioned it moments ago with its instruction, and nothing lies deeper:
                 # searching it again would only repeat that caption.
                 continue
-            seen.add(key)
-            span_item = self._span_item(item.level, item.start, item.end) or item
-            if span_item.level == "coarse":
-                k = round(span_item.start / self._spec("coarse")[0])
-                if 0 <= k < len(self.coarse) and self.coarse[k] is not None:
-                    span_item = self.coarse[k]  # type: ignore[assignment]
+            if item.level == "coarse":
+                span_item = self._coarse_item(round(start / self._spec("coarse")[0]))
+            else:
+                span_item = self._span_item(item.level, start, end) or item
             out.append(span_item)
         order = getattr(self, "_candidate_order", {})
         out.sort(key=lambda i: (order.get(i.ref, len(order)), -_DEPTH[i.level], i.start))
@@ -658,10 +668,8 @@ class _Session:
             chosen = next(c for c in candidates if c.ref in cand_refs) if cand_refs else candidates[0]
         if not instruction:
             instruction = f"Look for anything that helps answer: {self.text}"
-        span = _Span(chosen.level, chosen.start, chosen.end)
-        if chosen.level == "coarse":  # a partial caption stands for the whole grid span
-            k = round(chosen.start / self._spec("coarse")[0])
-            span = _Span("coarse", *self.coarse_grid[k])
+        # A caption of part of a span (made under an earlier horizon) stands for the whole grid span.
+        span = _Span(chosen.level, *self._grid(chosen.level, chosen.start))
         step.level, step.start, step.end, step.instruction = span.level, span.start, span.end, instruction
         return span, instruction, step
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lucy.query.reasoners.base import MemoryItem, Question
-from lucy.query.text import clip_text, estimate_tokens
+from lucy.query.text import clip_text, estimate_tokens, excerpt
 
 # A reply that does not validate goes back to the model with its error: the retry adds the (clipped) bad reply
 # and the error message to the prompt. Packing leaves this much room for it.
@@ -157,14 +157,16 @@ def summarise_prompt(items: Sequence[MemoryItem], max_chars: int) -> Prompt:
 
 
 def pack(build: Callable[[list[MemoryItem]], Prompt], items: Sequence[MemoryItem], priority: Sequence[float],
-         budget: int, *, min_chars: int = MIN_ITEM_CHARS, prefer: str = "clip") -> list[MemoryItem]:
+         budget: int, *, min_chars: int = MIN_ITEM_CHARS, prefer: str = "clip",
+         focus: frozenset[str] = frozenset()) -> list[MemoryItem]:
     """The largest view of ``items`` whose prompt ``build(view)`` fits ``budget`` tokens.
 
     ``prefer="clip"`` (to choose among spans: every span stays in view): first every text is clipped to a
     common length; if even ``min_chars`` per item is too much, the items of lowest ``priority`` are dropped.
     ``prefer="drop"`` (to answer: what is shown is shown whole): the items of lowest priority are dropped until
     the rest fit unclipped; only if not even the first fits whole are texts clipped. The view keeps the items'
-    order. Raises ValueError when the prompt does not fit even without memory (the question alone is too long).
+    order. Clipping keeps the lines that share most terms with ``focus`` (the question's) rather than the head.
+    Raises ValueError when the prompt does not fit even without memory (the question alone is too long).
     """
     items = list(items)
     if prefer == "drop" and items and build(items).tokens > budget:
@@ -186,7 +188,7 @@ def pack(build: Callable[[list[MemoryItem]], Prompt], items: Sequence[MemoryItem
     def clipped(view: Sequence[MemoryItem], limit: int | None) -> list[MemoryItem]:
         if limit is None:
             return list(view)
-        return [replace(i, text=clip_text(i.text, limit)) if len(i.text) > limit else i for i in view]
+        return [replace(i, text=excerpt(i.text, limit, focus)) if len(i.text) > limit else i for i in view]
 
     def fits(view: list[MemoryItem]) -> bool:
         return build(view).tokens <= budget

@@ -149,6 +149,34 @@ def clip_text(text: str, max_chars: int) -> str:
     return text[: max_chars - 1].rstrip() + "…"
 
 
+def excerpt(text: str, max_chars: int, focus: frozenset[str] | set[str] = frozenset()) -> str:
+    """``text`` cut to ``max_chars`` keeping what matters: its lines that share most terms with ``focus`` come
+    first, the rest fill what room is left, and the kept lines stay in their order (an ellipsis marks cuts)."""
+    if len(text) <= max_chars:
+        return text
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not focus or len(lines) < 2:
+        return clip_text(text, max_chars)
+    rank = sorted(range(len(lines)), key=lambda i: (-len(focus & set(terms(lines[i]))), i))
+    kept: set[int] = set()
+    used = 0
+    for i in rank:
+        cost = len(lines[i]) + 3
+        if used + cost <= max_chars:
+            kept.add(i)
+            used += cost
+    if not kept:
+        return clip_text(lines[rank[0]], max_chars)
+    parts, previous = [], -1
+    for i in sorted(kept):
+        if i != previous + 1 and parts:
+            parts.append("…")
+        parts.append(lines[i])
+        previous = i
+    out = "\n".join(parts)
+    return out if len(out) <= max_chars else clip_text(out, max_chars)
+
+
 def hms(seconds: float) -> str:
     """Media time as H:MM:SS (or M:SS under an hour), with tenths when not whole."""
     whole = int(seconds)

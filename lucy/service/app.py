@@ -332,8 +332,8 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
         svc = svc_of(request)
         rows = await asyncio.to_thread(svc.manager.statuses)
         return {"object": "list", "data": [
-            {"id": r["name"], "object": "model", "created": int(r["created"] or r["started_at"] or 0), "owned_by": "lucy"}
-            for r in rows]}
+            {"id": r["name"], "object": "model", "created": int(r["created"] or r["started_at"] or 0),
+             "owned_by": "lucy"} for r in rows]}
 
     chat.install(app, svc_of)
 

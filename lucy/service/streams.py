@@ -447,8 +447,12 @@ class StreamManager:
             self._check_stored(name, source, preset, existing)
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime)
             stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.settings.service.ingest_nice)
+            # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
                 stream.questions, stream.caption_calls = existing.questions, existing.caption_calls
+            else:
+                stream.questions = self.questions.pop(name, stream.questions)
+                stream.caption_calls = self.caption_calls.pop(name, stream.caption_calls)
             self.registry.put(spec)
             self._streams[name] = stream
         stream.start()
@@ -492,11 +496,14 @@ class StreamManager:
                 raise Conflict(f"stream {name!r} is still stopping; try again")
         self.registry.remove(name)
         status = stream.status() if stream is not None else self._stored_status(name)
-        if purge:
-            with self._lock:
-                self._streams.pop(name, None)
+        with self._lock:  # no longer the server's: what it stored stays (listed as stopped) unless purged
+            self._streams.pop(name, None)
+            if stream is not None and not purge:
+                self.questions[name], self.caption_calls[name] = stream.questions, stream.caption_calls
+            if purge:
                 self.questions.pop(name, None)
                 self.caption_calls.pop(name, None)
+        if purge:
             self._purge(name)
             status = {**status, "state": StreamState.STOPPED.value, "purged": True}
         self.bus.publish({"type": "status", "stream": name, "status": status})

@@ -141,6 +141,18 @@ def test_question_history(store):
         store.set_answer(9999, {"answer": "x"})
 
 
+def test_delete_stream_forgets_nodes_index_and_history(store):
+    kept = store.add(coarse(0, 60, "a red van", stream="lobby"))
+    parent = store.add(coarse(0, 60, "a red van at the gate"))
+    store.add(MemoryNode("cam", "fine", 0, 10, "the red van's plate", origin=question_origin(1), parent=parent.id))
+    store.add_question("cam", "which van?")
+    assert store.delete_stream("cam") == 2
+    assert store.nodes("cam") == [] and store.search("cam", "van") == [] and store.questions("cam") == []
+    assert [n.id for n, _ in store.search("lobby", "van")] == [kept.id]
+    fts_rows = sqlite3.connect(store.path).execute("SELECT count(*) FROM nodes_fts WHERE nodes_fts MATCH 'van'")
+    assert fts_rows.fetchone()[0] == 1  # the index forgot the deleted text
+
+
 def test_migrates_an_older_database_and_keeps_its_data(tmp_path, monkeypatch):
     path = tmp_path / "memory.sqlite"
     old = SQLiteMemoryStore(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 from lucy.memory.nodes import question_origin
@@ -344,3 +345,27 @@ def test_two_questions_at_once_share_the_engine(tmp_path, fakes, seeded):
     assert a.answer == b.answer == "KX-4821" and a.confident and b.confident
     assert a.question_id != b.question_id
     assert {q["id"] for q in seeded.questions("cam")} == {a.question_id, b.question_id}
+
+
+def test_captions_from_an_earlier_horizon_never_make_a_span_searched_twice(tmp_path, fakes):
+    """A question at 90 s captions the tail and parts of spans; a later one (180 s) must treat those partial
+    captions as the grid spans they belong to, and search each span at most once."""
+    memory = SQLiteMemoryStore(tmp_path / "m.sqlite")
+    memory.add_many(fakes.coarse_nodes("cam", 60, lambda s, e: "a street"))
+    frames = fakes.FakeFrames(duration=90)
+    never = fakes.ScriptedReasoner()
+    engine = fakes.make_engine(tmp_path, frames=frames, reasoner=never, captioner=fakes.FakeCaptioner(world),
+                               memory=memory, max_iterations=3)
+    first = run(engine, "what happens?")
+    assert [(s.start, s.end) for s in first.trace if s.agent == "tail"] == [(60, 90)]
+    frames.append(None, np.arange(90.0, 180.0, 0.5))
+    memory.add_many(fakes.coarse_nodes("cam", 120, lambda s, e: "a street")[1:])  # ingest caught up to 120 s
+    # A localisation that always goes back to 60 s while it is offered: the leftovers of the first question's
+    # [60, 90) captions must not bring the 60-120 s span back once it is searched.
+    engine.reasoner = fakes.ScriptedReasoner(localise=lambda q, m, cands, n: LocaliseReply(
+        span=next((c for c in cands if c.start == 60), cands[0]).ref, instruction="look"))
+    second = run(engine, "what happens?")
+    searched = [(s.level, s.start, s.end) for s in second.trace if s.agent == "caption"]
+    assert searched[0] == ("coarse", 60, 120)
+    assert len(searched) == len(set(searched)) == 3
+    assert all(end - start in (60, 10, 2) for _, start, end in searched)  # whole grid spans, not leftovers

@@ -6,6 +6,7 @@ Deadlines are generous: the suite runs on small shared machines (2 cores).
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import signal
@@ -49,7 +50,8 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}" + (f" (last error: {last!r})" if last else ""))
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}"
+                        + (f" (last error: {last!r})" if last else ""))
         time.sleep(interval)
 
 
@@ -86,6 +88,8 @@ def _toml(value: Any) -> str:
         return json.dumps(str(value))
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):  # a nested section, e.g. captioner.openai, as an inline table
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
@@ -249,10 +253,13 @@ class Mosquitto:
     workdir: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    settings: str = "allow_anonymous true\n"  # more mosquitto.conf lines (TLS, password file...)
 
     def start(self, timeout: float = 30.0) -> Mosquitto:
         conf = self.workdir / "mosquitto.conf"
-        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+        # As root, mosquitto would switch to its own user, which cannot read this test's files: stay who we are.
+        conf.write_text(f"listener {self.port} 127.0.0.1\npersistence false\nuser {getpass.getuser()}\n"
+                        f"{self.settings}")
         deadline = time.monotonic() + timeout
         while True:
             log = open(self.workdir / "mosquitto.log", "ab")  # noqa: SIM115

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.service.conftest import PLATE, LucyServer, wait_for
+from tests.service.conftest import LucyServer, wait_for
 
 
 def _metric(server: LucyServer, name: str, stream: str) -> float | None:
@@ -198,6 +198,7 @@ def test_duplicate_running_stream_and_delete(shared_server: LucyServer, videos: 
         assert stopped["state"] == "stopped" and 0 < stopped["ingested_until"] < 24
         again = c.get("/v1/streams/paced").json()
         assert again["state"] == "stopped" and again["ingested_until"] == stopped["ingested_until"]
+        assert again["managed"] is False  # no longer the server's stream; what it stored stays
         assert c.get("/v1/streams/paced/frames", params={"t": 0.5}).status_code == 200
         # not resumed: the server's stream list no longer holds it
         registry = json.loads((shared_server.data / "service" / "streams.json").read_text())

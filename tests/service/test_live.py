@@ -34,7 +34,7 @@ class Camera:
                 [SYSTEM_PYTHON, "-u", str(RTSP_SERVER), "--port", str(self.port), "--path", "/cam", "--user", USER,
                  "--password", PASSWORD, "--fps", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             lines: queue.Queue[str] = queue.Queue()
-            threading.Thread(target=lambda p=self.proc: [lines.put(x) for x in p.stdout], daemon=True).start()
+            threading.Thread(target=lambda p=self.proc, q=lines: [q.put(x) for x in p.stdout], daemon=True).start()
             try:
                 line = ""
                 while not line.startswith(("READY", "ERROR")):

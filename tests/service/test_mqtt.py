@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import queue
+import shutil
 import signal
+import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
+import pytest
 
 from tests.service.conftest import LucyServer, Mosquitto, wait_for
 
@@ -99,8 +103,9 @@ def test_mqtt_bridge(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitt
         watcher.publish("lucy/gate/questions", b"{not json")
         watcher.publish("lucy/gate/questions", {"id": "q-2", "question": ""})
         watcher.publish("lucy/nosuch/questions", {"id": 3, "question": "anyone there?"})
-        assert "JSON" in wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/answers" and isinstance(p, dict)
-                                                       and p.get("id") is None), 60, "the bad-JSON reply")[0][1]["error"]
+        bad_json = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/answers" and isinstance(p, dict)
+                                                 and p.get("id") is None), 60, "the bad-JSON reply")
+        assert "JSON" in bad_json[0][1]["error"]
         assert _answer(watcher, "q-2")["status"] == 422
         assert _answer(watcher, 3, stream="nosuch")["status"] == 404
 
@@ -148,3 +153,53 @@ def test_server_starts_while_broker_is_down(lucy_server: Callable[..., LucyServe
     assert server.client().get("/v1/streams").status_code == 200
     mosquitto.start()
     wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
+
+
+def _tls_material(root: Path) -> dict[str, Path]:
+    """A private CA and a broker certificate for 127.0.0.1, made with openssl."""
+    files = {k: root / f"{k}.pem" for k in ("ca_key", "ca", "key", "csr", "cert")}
+    run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)  # noqa: E731
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=lucy-test-ca",
+        "-keyout", str(files["ca_key"]), "-out", str(files["ca"]))
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", str(files["key"]),
+        "-out", str(files["csr"]))
+    ext = root / "san.cnf"
+    ext.write_text("subjectAltName = IP:127.0.0.1\n")
+    run("x509", "-req", "-in", str(files["csr"]), "-CA", str(files["ca"]), "-CAkey", str(files["ca_key"]),
+        "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(files["cert"]))
+    return files
+
+
+def test_mqtt_over_tls_with_credentials(lucy_server: Callable[..., LucyServer], tmp_path: Path) -> None:
+    if not shutil.which("openssl") or not shutil.which("mosquitto_passwd"):
+        pytest.fail("openssl and mosquitto_passwd are needed (Debian's openssl and mosquitto)")
+    tls = _tls_material(tmp_path)
+    passwd = tmp_path / "passwd"
+    subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwd), "lucy", "br0ker-pw"], check=True, timeout=60)
+    broker = Mosquitto(tmp_path, settings=f"allow_anonymous false\npassword_file {passwd}\ncafile {tls['ca']}\n"
+                                          f"certfile {tls['cert']}\nkeyfile {tls['key']}\n").start()
+    try:
+        mqtt = {"enabled": True, "url": f"mqtts://127.0.0.1:{broker.port}", "username": "lucy",
+                "tls_ca_file": str(tls["ca"]), "reconnect_initial_seconds": 0.2, "reconnect_max_seconds": 1.0}
+        good = lucy_server(mqtt={**mqtt, "password": "br0ker-pw", "client_id": "lucy-tls"})
+        bad = lucy_server(mqtt={**mqtt, "password": "wrong-pw", "client_id": "lucy-bad"})
+        wait_for(lambda: good.client().get("/readyz").json()["mqtt"] == "connected", 60, "the TLS bridge to connect")
+        # A client that trusts the same CA sees the server online, over TLS with the same credentials.
+        received: queue.Queue[dict] = queue.Queue()
+        client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+        client.username_pw_set("lucy", "br0ker-pw")
+        client.tls_set(ca_certs=str(tls["ca"]))
+        client.on_connect = lambda c, *a, **k: c.subscribe("lucy/status", qos=1)
+        client.on_message = lambda c, u, m: received.put(json.loads(m.payload))
+        client.connect("127.0.0.1", broker.port)
+        client.loop_start()
+        try:
+            assert received.get(timeout=30)["state"] == "online"
+        finally:
+            client.loop_stop()
+            client.disconnect()
+        time.sleep(2)  # the bad one keeps being refused
+        assert bad.client().get("/readyz").json()["mqtt"] == "disconnected"
+        assert "br0ker-pw" not in good.log() + bad.log() and "wrong-pw" not in bad.log()
+    finally:
+        broker.stop()

@@ -39,6 +39,7 @@ _SUMMARY_WEIGHT = 0.3
 _GLOBAL = re.compile(
     r"\b(whole|entire|overall|throughout|summari[sz]e|summary|in total|altogether|how many times|"
     r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.I)
+_WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
 
 
@@ -47,6 +48,7 @@ class _Scored:
     item: MemoryItem
     score: float
     exact: bool
+    context: float
 
 
 def _relevant(context: float) -> float:
@@ -198,7 +200,7 @@ class LexicalReasoner(Reasoner):
                     support = max(support, 0.8)
                 score = scores[k] = support * cap[k]
                 if score > 0 and (best is None or score > best.score):
-                    best = _Scored(item, score, exact)
+                    best = _Scored(item, score, exact, context[k])
             if best is not None:
                 # The best single memory counts, and so does how consistently the relevant memories agree:
                 # a caption that straddles a cut may name a colour from just before the moment asked about.
@@ -214,7 +216,9 @@ class LexicalReasoner(Reasoner):
         s2 = second.score if second else 0.0
         s = self.settings
         detailed = first is not None and (first.item.level in _DETAILED or first.exact)
-        confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed
+        # ... and about what was asked: the evidence (or the span around it) names the question's subject.
+        on_topic = first is not None and first.context >= s.min_coverage
+        confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed and on_topic
         if first is None:
             reason = "no memory mentions any option; guessing"
             evidence: list[EvidenceSpan] = []
@@ -224,7 +228,8 @@ class LexicalReasoner(Reasoner):
                       f"memory at {first.item.start:g}-{first.item.end:g}s"
                       f"{' (exact match)' if first.exact else ''}")
             if not confident:
-                reason += "; not decisive" if detailed else "; only coarse evidence"
+                reason += ("; only coarse evidence" if not detailed else
+                           "; the evidence is not about what was asked" if not on_topic else "; not decisive")
         return AnswerReply(answer=question.options[top], option_index=top, confident=confident,
                            evidence=evidence, reason=reason)
 
@@ -261,11 +266,12 @@ class LexicalReasoner(Reasoner):
         started = time.perf_counter()
         if not candidates:
             raise ValueError("localise needs at least one candidate")
-        query = terms(question.text) + [t for o in question.options for t in terms(o)]
-        # A candidate is worth what the best memory inside it says (its own caption or deeper ones).
+        # A candidate is worth what the best memory inside it says (its own caption or deeper ones). Options
+        # count half: they are what is to be told apart, and numbers or colours are everywhere.
         pool = list(memory) + [c for c in candidates if c not in memory]
         bm25 = BM25([m.text for m in pool])
-        raw = bm25.scores(query)
+        options = [t for o in question.options for t in terms(o)]
+        raw = [a + 0.5 * b for a, b in zip(bm25.scores(terms(question.text)), bm25.scores(options), strict=True)]
         best_ref, best_score, best_depth = candidates[0].ref, -1.0, -1
         for c in candidates:  # candidates come best first by the engine's order; ties keep that order...
             inside = [raw[i] * _weight(m.level) for i, m in enumerate(pool)
@@ -306,15 +312,21 @@ class LexicalReasoner(Reasoner):
 
     async def summarise(self, items: Sequence[MemoryItem], *, max_chars: int) -> Reasoned[SummaryReply]:
         started = time.perf_counter()
-        # Extractive: the terms that set these spans apart (rarest first), then the start of each caption.
-        bm25 = BM25([i.text for i in items])
-        seen: dict[str, int] = {}
-        for doc in bm25.docs:
+        # Extractive: for each span, the words that set it apart from the others of the group (names, signs,
+        # codes), so that a search for them still finds the right stretch of video from the summary.
+        docs = [set(terms(i.text)) for i in items]
+        df: dict[str, int] = {}
+        for doc in docs:
             for t in doc:
-                seen[t] = seen.get(t, 0) + 1
-        rare = sorted(seen, key=lambda t: (seen[t], t))
-        keywords = "keywords: " + ", ".join(rare)
-        lines = [f"{i.start:g}-{i.end:g}s: {clip_text(' '.join(i.text.split()), 80)}" for i in items]
-        head = clip_text(keywords, max(40, max_chars * 2 // 3))
-        text = clip_text(head + "\n" + "\n".join(lines), max_chars)
-        return Reasoned(SummaryReply(summary=text or "(nothing)"), self._usage(started))
+                df[t] = df.get(t, 0) + 1
+        limit = max(1, len(items) // 4)
+        lines = []
+        for item, doc in zip(items, docs, strict=True):
+            words = sorted((t for t in doc if df[t] <= limit and _WORDY.match(t)), key=lambda t: (df[t], t))
+            if words:
+                lines.append(f"{item.start:g}-{item.end:g}s: {', '.join(words[:12])}")
+        if not lines:
+            lines = [f"{items[0].start:g}-{items[-1].end:g}s: nothing sets these spans apart"]
+        per_line = max(40, max_chars // len(lines) - 1)
+        text = "\n".join(clip_text(line, per_line) for line in lines)
+        return Reasoned(SummaryReply(summary=clip_text(text, max_chars)), self._usage(started))

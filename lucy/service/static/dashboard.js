@@ -124,6 +124,11 @@ function timeline(svg, nodes, until) {
   const start = Math.max(0, Math.min(...nodes.map((n) => n.start), end));
   const x = (t) => pad + (W - 2 * pad) * (t - start) / Math.max(1e-6, end - start);
   const colours = { coarse: "#2f6fdf", fine: "#1f9d6b", ultra_fine: "#c0691f" };
+  for (const [t, anchor, xpos] of [[start, "start", pad], [end, "end", W - pad]]) {
+    const label = svgEl("text", { x: xpos, y: H - 4, fill: "#667", "font-size": 11, "text-anchor": anchor });
+    label.textContent = fmtSeconds(t);
+    svg.append(label);
+  }
   for (const n of nodes) {
     const row = LEVEL_ROWS[n.level] === undefined ? 0 : LEVEL_ROWS[n.level];
     const rect = svgEl("rect", {

@@ -128,7 +128,7 @@ def run_builder(settings: LucySettings, spans: int, in_flight: int) -> tuple[flo
     captioner = OpenAICaptioner(settings.captioner.openai, max_in_flight=in_flight)
     began = time.perf_counter()
     with CoarseBuilder(settings, "bench", memory, captioner) as builder:
-        drained = builder.drain(give_up_seconds=10, timeout=600)
+        drained = builder.drain(give_up_seconds=10, timeout=600, interval=0.01)
         took = time.perf_counter() - began
         failures = builder.stats.failures
     nodes = memory.count("bench", level="coarse")

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lucy.config import Level, Preset
+from lucy.config import Level, LucySettings, Preset
 from lucy.errors import LucyError
 from lucy.ingest.frames import FrameStore
 from lucy.memory.captioners.base import Captioner, CaptionerError
@@ -90,7 +90,7 @@ class QueryConfig:
     max_in_flight: int = 4
 
     @classmethod
-    def from_settings(cls, settings: Any) -> QueryConfig:
+    def from_settings(cls, settings: LucySettings) -> QueryConfig:
         q = settings.query
         return cls(max_iterations=q.max_iterations, init_spans=q.init_spans, neighbours=q.neighbours,
                    context_budget_tokens=q.context_budget_tokens, summary_fanout=q.summary_fanout,

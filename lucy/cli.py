@@ -67,13 +67,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         progress.show(f"{stats.stream}: media {stats.ingested_until:8.1f} s | decode {stats.decode_fps:6.1f} fps | "
                       f"{stats.realtime_factor:5.1f}x real time | {stats.committed} frames stored{captions()}")
 
-    def terminate(*_: object) -> None:
+    def terminate(signum: int, _frame: object) -> None:
+        # Stop cleanly: frames already decoded are committed and the summary printed.
         ingestor.stop()
         if builder is not None:
             builder.interrupt()
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts at once
 
     ingestor = Ingestor(settings, args.source, args.stream, realtime=args.realtime, on_commit=on_commit)
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, terminate)
     captions_ok = True
     try:
         result = ingestor.run()

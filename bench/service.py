@@ -7,7 +7,7 @@ One ``lucy serve`` (embedded backends: the ``pixels`` captioner and the ``lexica
   2. idle: the same questions, one at a time, on the first question stream, with nothing ingesting;
   3. one load stream ingests a long 720p video at full speed (with its caption builder): throughput alone;
   4. loaded: four load streams ingest at full speed while the same questions are asked, one at a time, on the
-     second question stream; the load streams must still be ingesting when the last answer arrives.
+     second question stream (a load stream that reaches the end of its file is started again).
 
 Prints question latency p50 / p95 idle and loaded and their ratio (target: loaded p50 and p95 <= 1.3 x idle),
 and ingest throughput (media seconds per wall second) per stream with 1 and with 4 streams.
@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -165,11 +166,46 @@ def throughput(server: Server, names: list[str], seconds: float) -> dict[str, fl
     return {n: (after[n]["ingested_until"] - before[n]) / wall for n in names}
 
 
+class Keeper:
+    """Keeps load streams ingesting: one that reaches the end of its file is started again from scratch."""
+
+    def __init__(self, server: Server, names: list[str], video: Path) -> None:
+        self.server, self.names, self.video = server, names, video
+        self.restarts = 0
+        self.idle_seen = 0  # polls that found a stream not running (between its end and its restart)
+        self.polls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Keeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        http = httpx.Client(base_url=self.server.url, timeout=120)
+        while not self._stop.wait(1.0):
+            self.polls += 1
+            for name in self.names:
+                state = http.get(f"/v1/streams/{name}").json()["state"]
+                if state == "running":
+                    continue
+                self.idle_seen += 1
+                if state == "finished":
+                    http.delete(f"/v1/streams/{name}", params={"purge": "true"}).raise_for_status()
+                    http.post("/v1/streams", json={"name": name, "source": str(self.video),
+                                                   "captioner": "pixels"}).raise_for_status()
+                    self.restarts += 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=10, help="questions per phase")
     parser.add_argument("--load-seconds", type=float, default=300, help="length of the load video")
-    parser.add_argument("--window", type=float, default=20, help="seconds over which ingest throughput is measured")
+    parser.add_argument("--window", type=float, default=10, help="seconds over which ingest throughput is measured")
     args = parser.parse_args()
 
     qvideo, lvideo = question_video(), load_video(args.load_seconds)
@@ -199,9 +235,9 @@ def main() -> None:
             server.add(name, lvideo)
         server.wait(lambda: all(server.status(n)["ingested_until"] > 2 for n in loads), 180, "load streams running")
         four = throughput(server, loads, args.window)
-        loaded = ask_all(server, "q-loaded", args.questions)
-        states = {n: server.status(n)["state"] for n in loads}
-        throughout = all(s == "running" for s in states.values())
+        with Keeper(server, loads, lvideo) as keeper:
+            loaded = ask_all(server, "q-loaded", args.questions)
+        running_share = 1 - keeper.idle_seen / max(1, keeper.polls * len(loads))
     finally:
         server.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -211,7 +247,7 @@ def main() -> None:
     print("\nquestion latency (embedded backends: pixels captioner, lexical reasoner)")
     print(f"  idle:                 p50 {p50_i:6.2f} s   p95 {p95_i:6.2f} s")
     print(f"  4 streams ingesting:  p50 {p50_l:6.2f} s   p95 {p95_l:6.2f} s   "
-          f"(ingesting throughout: {'yes' if throughout else 'NO: ' + str(states)})")
+          f"(load streams running {100 * running_share:.0f}% of the time; {keeper.restarts} restarted at their end)")
     print(f"  ratio loaded / idle:  p50 {p50_l / p50_i:5.2f}     p95 {p95_l / p95_i:5.2f}     (target <= 1.3)")
     print(f"  total time of the {len(idle)} questions: idle {sum(idle):.1f} s, loaded {sum(loaded):.1f} s "
           f"(ratio {sum(loaded) / sum(idle):.2f})")

@@ -192,9 +192,10 @@ class ServiceSettings(_Section):
     question_timeout_seconds: float = Field(
         900.0, gt=0, le=86_400, description="A question not answered in this time fails with 504.")
     ingest_nice: int = Field(
-        10, ge=0, le=19,
-        description="Scheduling niceness (Linux) of ingest and background-captioning threads, so that questions "
-                    "stay fast while streams ingest at full speed (0: same priority as questions).")
+        19, ge=0, le=19,
+        description="Scheduling niceness (Linux) of ingest and background-captioning threads: they use what CPU "
+                    "questions leave, so questions stay fast while streams ingest at full speed (0: same "
+                    "priority as questions; see bench/service.py).")
     stats_interval_seconds: float = Field(
         2.0, ge=0.1, le=300, description="How often stream figures are sampled for the dashboard and MQTT.")
     history_points: int = Field(

@@ -13,6 +13,7 @@ from lucy.config import LucySettings
 from lucy.config.settings import is_loopback_host
 from lucy.errors import LucyError
 from lucy.ingest.source import RedactingFilter
+from lucy.service.registry import StreamRegistry
 
 
 def check_bind(settings: LucySettings) -> None:
@@ -70,6 +71,7 @@ def serve(settings: LucySettings) -> int:
     from lucy.service.app import create_app
 
     check_bind(settings)
+    StreamRegistry(settings.data).load()  # a damaged stream list stops the start with one clear line
     _logging()
     s = settings.service
     app = create_app(settings)

@@ -30,6 +30,7 @@ MOSQUITTO = "/usr/sbin/mosquitto"
 # The generated videos' details (what questions ask about).
 PLATE = "PLATE KX-4821"
 BOARD = "PLATFORM 7 DEPARTS 14:05"
+SHORT_SECONDS = 12.0
 
 
 def free_port() -> int:
@@ -61,20 +62,20 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
 def _video(path: Path, duration: float, overlays: list[Overlay], seed: int) -> Path:
     scenes = [Scene(0, duration / 2, PALETTE["blue"]), Scene(duration / 2, duration, PALETTE["green"])]
     shapes = [Shape(duration * 0.6, duration * 0.8, PALETTE["orange"], count=3, x=0.1, y=0.5)]
-    return write_video(path, duration=duration, fps=8, width=320, height=180, scenes=scenes, overlays=overlays,
+    return write_video(path, duration=duration, fps=6, width=320, height=180, scenes=scenes, overlays=overlays,
                        shapes=shapes, seed=seed)
 
 
 @pytest.fixture(scope="session")
 def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Small generated videos: ``a`` and ``b`` (150 s: two whole coarse spans and a partial one), ``short``
-    (20 s, for paced ingest)."""
+    """Small generated videos: ``a``, ``b`` and ``c`` (150 s: two whole coarse spans and a partial one), and
+    ``short`` (for paced ingest)."""
     root = tmp_path_factory.mktemp("videos")
     return {
         "a": _video(root / "a.mp4", 150, [Overlay(20, 40, PLATE, size=0.09)], 1),
         "b": _video(root / "b.mp4", 150, [Overlay(70, 95, BOARD, size=0.09)], 2),
         "c": _video(root / "c.mp4", 150, [Overlay(100, 130, "STORE CLOSES AT 9 PM", size=0.09)], 3),
-        "short": _video(root / "short.mp4", 24, [Overlay(2, 20, PLATE, size=0.09)], 4),
+        "short": _video(root / "short.mp4", SHORT_SECONDS, [Overlay(2, 10, PLATE, size=0.09)], 4),
     }
 
 

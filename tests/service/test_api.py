@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.service.conftest import LucyServer, wait_for
+from tests.service.conftest import SHORT_SECONDS, LucyServer, wait_for
 
 
 def _metric(server: LucyServer, name: str, stream: str) -> float | None:
@@ -195,7 +195,7 @@ def test_duplicate_running_stream_and_delete(shared_server: LucyServer, videos: 
         r = c.delete("/v1/streams/paced")
         assert r.status_code == 200, r.text
         stopped = r.json()
-        assert stopped["state"] == "stopped" and 0 < stopped["ingested_until"] < 24
+        assert stopped["state"] == "stopped" and 0 < stopped["ingested_until"] < SHORT_SECONDS
         again = c.get("/v1/streams/paced").json()
         assert again["state"] == "stopped" and again["ingested_until"] == stopped["ingested_until"]
         assert again["managed"] is False  # no longer the server's stream; what it stored stays
@@ -256,7 +256,7 @@ def test_frames_of_a_stream_in_progress(shared_server: LucyServer, videos: dict[
     with shared_server.client() as c:
         assert c.post("/v1/streams", json={"name": "live1", "source": str(videos["short"]), "realtime": True,
                                            "captioner": "pixels"}).status_code == 201
-        wait_for(lambda: c.get("/v1/streams/live1").json()["ingested_until"] >= 4, 60, "4 s ingested")
+        wait_for(lambda: c.get("/v1/streams/live1").json()["ingested_until"] >= 3, 60, "3 s ingested")
         r = c.post("/v1/streams/live1/questions", json={"question": "What text is on screen?"})
         assert r.status_code == 200, r.text
         answer = r.json()

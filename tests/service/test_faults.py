@@ -60,3 +60,18 @@ def test_captioner_outage_never_stalls_ingest(lucy_server: Callable[..., LucySer
             wait_for(lambda: server.stream("alley")["caption"]["failures"] >= 1, 60, "alley's captions to fail")
             r = c.delete("/v1/streams/alley", timeout=30)
         assert r.status_code == 200 and r.json()["state"] == "stopped"
+
+
+def test_damaged_stream_list_stops_the_start_clearly(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    registry = tmp_path / "data" / "service" / "streams.json"
+    registry.parent.mkdir(parents=True)
+    registry.write_text('{"format": 1, "streams": [')  # cut short, as by a full disk
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    done = subprocess.run([sys.executable, "-m", "lucy", "serve", "--data", str(tmp_path / "data"), "--port", "9"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1
+    assert "cannot read the stream list" in done.stderr and "Traceback" not in done.stderr

@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     spread = max(accuracies) - min(accuracies)
     by_kind = {k: statistics.mean(o.correct for o in first_all if o.kind == k)
                for k in ("code", "count", "colour", "background")}
-    print(f"by question kind: " + ", ".join(f"{k} {v:.0%}" for k, v in by_kind.items()))
+    print("by question kind: " + ", ".join(f"{k} {v:.0%}" for k, v in by_kind.items()))
     print(f"overall accuracy {accuracy:.1%} (spread across lengths {spread:.0%})  "
           f"[target >= {TARGET_ACCURACY:.0%}, flat: {'PASS' if accuracy >= TARGET_ACCURACY else 'FAIL'}]")
     print(f"mean LLM calls per question {llm:.2f}  [target <= {TARGET_LLM_CALLS}: "

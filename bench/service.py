@@ -21,7 +21,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from typing import Any
 import httpx
 
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.testing.waiting import free_port
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -75,10 +75,6 @@ def load_video(seconds: float) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

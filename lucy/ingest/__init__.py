@@ -5,7 +5,7 @@ Importing this package registers Lucy's Zarr image codecs, which every reader of
 
 from lucy.ingest import codecs as _codecs  # noqa: F401  (registers the zarr codecs)
 from lucy.ingest.frames import Clip, FrameStore, Gap, StreamInfo, check_stream_name
-from lucy.ingest.pipeline import IngestResult, Ingestor, IngestStats
+from lucy.ingest.pipeline import Ingestor, IngestResult, IngestStats
 from lucy.ingest.source import open_source, redact_url
 from lucy.ingest.zarr_store import ZarrFrameStore, list_streams
 

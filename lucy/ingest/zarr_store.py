@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import zarr
+import zarr.errors
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from lucy.errors import StoreError
@@ -41,6 +42,18 @@ def list_streams(data: Path) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if (p / "zarr.json").is_file() and (p / "frames").is_dir())
+
+
+def _ensure_root(data: Path) -> None:
+    """Create the root group of the frame store once, even when several streams start at the same moment."""
+    root = frames_root(data)
+    if (root / "zarr.json").is_file():
+        return
+    try:
+        zarr.open_group(root, mode="a", zarr_format=3)
+    except (zarr.errors.ContainsGroupError, FileExistsError):
+        if not (root / "zarr.json").is_file():
+            raise
 
 
 def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
@@ -95,7 +108,7 @@ class ZarrFrameStore(FrameStore):
         path = frames_root(data) / check_stream_name(name)
         if path.exists():
             raise StoreError(f"stream {name!r} already exists in {data}")
-        zarr.open_group(frames_root(data), mode="a", zarr_format=3)  # the root group, once
+        _ensure_root(data)
         serializer, compressors = _serializer(codec, quality)
         tmp = path.with_name(f".{name}.creating")
         shutil.rmtree(tmp, ignore_errors=True)

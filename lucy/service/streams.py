@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import zarr
-
 from lucy.config import PRESETS, LucySettings
 from lucy.errors import LucyError, StoreError
 from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore, check_stream_name, list_streams, redact_url
@@ -297,9 +295,6 @@ class StreamManager:
         self._streams: dict[str, ManagedStream] = {}
         self.questions: dict[str, QuestionStats] = {}  # of streams the server does not ingest
         self.caption_calls: dict[str, CaptionCallStats] = {}
-        # The frame store's root group is created by the first stream's first commit; two streams doing that at
-        # once race (zarr refuses the second creation), so it is made here, before any stream starts.
-        zarr.open_group(frames_root(settings.data), mode="a", zarr_format=3)
 
     # ------------------------------------------------------------------------------------ lookup
 

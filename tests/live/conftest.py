@@ -11,7 +11,6 @@ import contextlib
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,8 @@ from typing import Any, TypeVar
 import pytest
 
 from lucy.config import IngestSettings, LucySettings
+from lucy.testing.waiting import free_port
+from lucy.testing.waiting import wait_for as _wait_for
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 RTSP_SERVER = Path(__file__).resolve().parents[1] / "servers" / "rtsp_server.py"
@@ -57,22 +58,8 @@ def rtsp_available() -> None:
         pytest.skip(_UNAVAILABLE[0])
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
+    return _wait_for(condition, timeout, what, interval)
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from lucy.errors import StoreError
 from lucy.ingest import ZarrFrameStore
 from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+from lucy.testing.waiting import free_port
 
 SPANS = [[0.0, 60.0], [60.0, 120.0], [120.0, 180.0], [180.0, 240.0], [240.0, 270.0]]
 
@@ -44,10 +44,6 @@ def coarse_spans(data: Path) -> list[list[float]]:
         store.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_ingest_captions_the_file_and_memory_prints_it(tmp_path, five_span_video, run_lucy):

@@ -11,13 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lucy.config import Level, PRESETS
+from lucy.config import PRESETS, Level
 from lucy.ingest.frames import Clip, FrameStore, StreamInfo, pick_rate
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.nodes import Caption, MemoryNode
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.query import QueryConfig, QueryEngine
-from lucy.query import prompts
+from lucy.query import QueryConfig, QueryEngine, prompts
 from lucy.query.reasoners.base import (
     AnswerReply,
     LocaliseReply,

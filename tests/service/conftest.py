@@ -23,6 +23,8 @@ import httpx
 import pytest
 
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.testing.waiting import free_port
+from lucy.testing.waiting import wait_for as _wait_for
 
 T = TypeVar("T")
 MOSQUITTO = "/usr/sbin/mosquitto"
@@ -33,27 +35,9 @@ BOARD = "PLATFORM 7 DEPARTS 14:05"
 SHORT_SECONDS = 12.0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
-    """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            value = condition()
-        except (httpx.HTTPError, OSError) as err:  # a server still starting or restarting
-            value, last = None, err
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}"
-                        + (f" (last error: {last!r})" if last else ""))
-        time.sleep(interval)
+    """Poll until truthy; a server still starting or restarting (connection errors) counts as "not yet"."""
+    return _wait_for(condition, timeout, what, interval, tolerate=(httpx.HTTPError, OSError))
 
 
 # ------------------------------------------------------------------------------------------------ videos

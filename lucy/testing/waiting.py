@@ -1,0 +1,39 @@
+"""Small helpers for tests and benchmarks that start real servers: a free port, and polling with a deadline."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the caller binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1,
+             tolerate: tuple[type[BaseException], ...] = ()) -> T:
+    """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` seconds.
+
+    Exceptions of the ``tolerate`` types (a server still starting, say) count as "not yet"; the last one is
+    named in the failure. Polling instead of sleeping keeps tests fast on a quiet machine and patient on a busy one.
+    """
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = condition()
+        except tolerate as err:
+            value, last = None, err  # type: ignore[assignment]
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
+                                 + (f" (last error: {last!r})" if last else ""))
+        time.sleep(interval)

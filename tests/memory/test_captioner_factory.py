@@ -116,7 +116,7 @@ def test_vllm_captioner_batches_concurrent_clips(fake_vllm):
 
     llm = _FakeLLM()
     cap = VllmCaptioner(VllmCaptionerSettings(max_frames=4, image_max_side=100, max_batch=3,
-                                              batch_wait_seconds=1.0), llm=llm)
+                                              batch_wait_seconds=3.0), llm=llm)
 
     async def run():
         clips = [Clip(np.full((10, 90, 160, 3), 10 * i, np.uint8), np.arange(10) / 2.0) for i in range(5)]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 import httpx
 
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
-from lucy.testing.waiting import free_port
+from lucy.testing.waiting import free_port, stop_process
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -124,11 +123,7 @@ class Server:
         return time.perf_counter() - began, r.json()
 
     def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc, timeout=120)
         self.log.close()
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -37,3 +40,20 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
                                  + (f" (last error: {last!r})" if last else ""))
         time.sleep(interval)
+
+
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+    """Signal a child process and wait for it; kill it if it outlives ``timeout``.
+
+    Returns its exit status, or None when it had to be killed.
+    """
+    if proc.poll() is not None:
+        return proc.returncode
+    with contextlib.suppress(ProcessLookupError):  # it may have exited just now
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)
+        return None

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from lucy.config import IngestSettings, LucySettings
-from lucy.testing.waiting import free_port
+from lucy.testing.waiting import free_port, stop_process
 from lucy.testing.waiting import wait_for as _wait_for
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -132,12 +132,7 @@ class RtspServer:
             return
         with contextlib.suppress(ProcessLookupError):  # it may have exited just now
             os.kill(self.proc.pid, signal.SIGCONT)  # in case it was frozen
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
 
     def freeze(self) -> None:
         """SIGSTOP: the connection stays open but no data flows (a stalled camera)."""

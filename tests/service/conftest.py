@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
-from lucy.testing.waiting import free_port
+from lucy.testing.waiting import free_port, stop_process
 from lucy.testing.waiting import wait_for as _wait_for
 
 T = TypeVar("T")
@@ -269,13 +269,8 @@ class Mosquitto:
         return False
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def restart(self) -> None:
         self.stop()

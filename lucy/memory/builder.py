@@ -288,9 +288,8 @@ class CoarseBuilder:
         self.stats.coarse_nodes = len(self._done)
         self._advance_captioned_until()
 
-    def _frame_view(self) -> tuple[float, float, bool, float] | None:
-        """(closed-until, media end, finished, last frame time) of the stream's committed frames; None before
-        the first frame."""
+    def _frame_view(self) -> tuple[float, float, bool] | None:
+        """(closed-until, media end, finished) of the stream's committed frames; None before the first frame."""
         if self._frames is None:
             try:
                 self._frames = ZarrFrameStore.open(self.settings.data, self.stream)
@@ -302,7 +301,7 @@ class CoarseBuilder:
         fps = info.stored_fps
         closed_until = (math.floor(info.last_time * fps + _EPS) + 1) / fps
         finished = not info.live and (info.complete or info.lost is not None)
-        return closed_until, info.media_seconds, finished, info.last_time
+        return closed_until, info.media_seconds, finished
 
     async def _schedule(self, queue: asyncio.Queue[_Job]) -> None:
         assert self._wake is not None
@@ -317,12 +316,10 @@ class CoarseBuilder:
                 requested = self._requested
             view = await asyncio.to_thread(self._frame_view)
             if view is not None:
-                closed_until, media_end, finished, last_time = view
+                closed_until, media_end, finished = view
                 self.stats.ingested_until = max(self.stats.ingested_until, media_end)
                 full = int(math.floor(closed_until / t + _EPS))
-                # The last, partial span of a finished file, if a frame falls in it (the end of the last
-                # frame's sampling slot may poke past a span boundary with no frame behind it).
-                partial = finished and media_end > full * t + _EPS and last_time >= full * t - _EPS
+                partial = finished and media_end > full * t + _EPS
                 self.stats.closed = full + int(partial)
                 todo = []
                 for k in range(self._contiguous, full + int(partial)):

@@ -44,7 +44,7 @@ def list_streams(data: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "zarr.json").is_file() and (p / "frames").is_dir())
 
 
-def _ensure_root(data: Path) -> None:
+def ensure_frames_root(data: Path) -> None:
     """Create the root group of the frame store once, even when several streams start at the same moment."""
     root = frames_root(data)
     if (root / "zarr.json").is_file():
@@ -54,6 +54,17 @@ def _ensure_root(data: Path) -> None:
     except (zarr.errors.ContainsGroupError, FileExistsError):
         if not (root / "zarr.json").is_file():
             raise
+
+
+def start_io_here(data: Path) -> None:
+    """Make zarr start its I/O thread from the calling thread (and create the store's root if needed).
+
+    Zarr runs all storage work on one thread started at first use, and that thread starts its workers; on Linux
+    they inherit the scheduling priority of the thread that started them. A server whose ingest threads run
+    at low priority calls this first, from a normal-priority thread, so that question reads are not slowed.
+    """
+    ensure_frames_root(data)
+    zarr.open_group(frames_root(data), mode="r", zarr_format=3)
 
 
 def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
@@ -108,7 +119,7 @@ class ZarrFrameStore(FrameStore):
         path = frames_root(data) / check_stream_name(name)
         if path.exists():
             raise StoreError(f"stream {name!r} already exists in {data}")
-        _ensure_root(data)
+        ensure_frames_root(data)
         serializer, compressors = _serializer(codec, quality)
         tmp = path.with_name(f".{name}.creating")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -28,7 +28,7 @@ from lucy.config import PRESETS, LucySettings
 from lucy.errors import LucyError, StoreError
 from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore, check_stream_name, list_streams, redact_url
 from lucy.ingest.source import LIVE_SCHEMES, source_identity
-from lucy.ingest.zarr_store import frames_root
+from lucy.ingest.zarr_store import frames_root, start_io_here
 from lucy.memory.store import MemoryStore
 from lucy.metrics import STATE_CODES, CaptionCallStats, QuestionStats, StreamFigures
 from lucy.metrics.captioning import MeteredCaptioner
@@ -295,6 +295,8 @@ class StreamManager:
         self._streams: dict[str, ManagedStream] = {}
         self.questions: dict[str, QuestionStats] = {}  # of streams the server does not ingest
         self.caption_calls: dict[str, CaptionCallStats] = {}
+        # Before any ingest thread lowers its priority and touches zarr: see start_io_here.
+        start_io_here(settings.data)
 
     # ------------------------------------------------------------------------------------ lookup
 

@@ -26,21 +26,14 @@ from pathlib import Path
 
 import av
 
-from lucy.synth import write_video
+from lucy.synth import cached_video
 
 OUT = Path(__file__).resolve().parent / "out"
 
 
 def make_video(seconds: float) -> Path:
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"bench-1080p30-{int(seconds)}s-textured.mp4"
-    if not path.exists():
-        print(f"generating {path.name} (1080p30 H.264, {seconds:.0f} s; cached for later runs)...", flush=True)
-        tmp = path.with_suffix(".partial.mp4")
-        write_video(tmp, duration=seconds, fps=30, width=1920, height=1080, preset="veryfast", gop=60,
-                    texture=True)
-        tmp.rename(path)
-    return path
+    return cached_video(OUT / f"bench-1080p30-{int(seconds)}s-textured.mp4", duration=seconds, fps=30,
+                        width=1920, height=1080, preset="veryfast", gop=60, texture=True)
 
 
 def decode_only(video: Path) -> tuple[float, int]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.synth import PALETTE, Overlay, Scene, Shape, cached_video
 from lucy.testing.waiting import free_port, stop_process
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -47,31 +47,20 @@ QUESTIONS: list[dict[str, Any]] = [
 
 def question_video() -> Path:
     """Two minutes with text details at known times (as in ``lucy demo``)."""
-    OUT.mkdir(exist_ok=True)
-    path = OUT / "service-questions-120s.mp4"
-    if not path.exists():
-        scenes = [Scene(0, 40, PALETTE["blue"]), Scene(40, 80, PALETTE["green"]), Scene(80, 120, PALETTE["purple"])]
-        overlays = [Overlay(8, 20, "DELIVERY VAN PLATE KX-4821", size=0.06),
-                    Overlay(45, 58, "PLATFORM 7 DEPARTS 14:05", size=0.06),
-                    Overlay(95, 110, "STORE CLOSES AT 9 PM", size=0.06)]
-        shapes = [Shape(84, 100, PALETTE["orange"], count=3, x=0.1, y=0.5)]
-        tmp = path.with_suffix(".partial.mp4")
-        write_video(tmp, duration=120, fps=25, scenes=scenes, overlays=overlays, shapes=shapes)
-        tmp.rename(path)
-    return path
+    scenes = [Scene(0, 40, PALETTE["blue"]), Scene(40, 80, PALETTE["green"]), Scene(80, 120, PALETTE["purple"])]
+    overlays = [Overlay(8, 20, "DELIVERY VAN PLATE KX-4821", size=0.06),
+                Overlay(45, 58, "PLATFORM 7 DEPARTS 14:05", size=0.06),
+                Overlay(95, 110, "STORE CLOSES AT 9 PM", size=0.06)]
+    shapes = [Shape(84, 100, PALETTE["orange"], count=3, x=0.1, y=0.5)]
+    return cached_video(OUT / "service-questions-120s.mp4", duration=120, fps=25, scenes=scenes,
+                        overlays=overlays, shapes=shapes)
 
 
 def load_video(seconds: float) -> Path:
     """A long 720p25 textured video: realistic decoding work for the load streams."""
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"service-load-720p25-{int(seconds)}s.mp4"
-    if not path.exists():
-        print(f"generating {path.name} (cached for later runs)...", flush=True)
-        tmp = path.with_suffix(".partial.mp4")
-        write_video(tmp, duration=seconds, fps=25, width=1280, height=720, preset="veryfast", gop=50, texture=True,
-                    overlays=[Overlay(10, seconds - 10, "LOAD STREAM", size=0.05)])
-        tmp.rename(path)
-    return path
+    return cached_video(OUT / f"service-load-720p25-{int(seconds)}s.mp4", duration=seconds, fps=25, width=1280,
+                        height=720, preset="veryfast", gop=50, texture=True,
+                        overlays=[Overlay(10, seconds - 10, "LOAD STREAM", size=0.05)])
 
 
 

@@ -194,3 +194,16 @@ def write_video(
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def cached_video(path: str | Path, **kwargs: object) -> Path:
+    """``write_video(path, **kwargs)`` unless ``path`` exists already (benchmarks reuse their slow-to-make
+    videos). Written under a temporary name first, so an interrupted run never leaves a half video behind."""
+    path = Path(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"generating {path.name} (cached for later runs)...", flush=True)
+        tmp = path.with_suffix(".partial" + path.suffix)
+        write_video(tmp, **kwargs)  # type: ignore[arg-type]
+        tmp.rename(path)
+    return path

@@ -143,7 +143,7 @@ class SQLiteMemoryStore(MemoryStore):
                 db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                      check_same_thread=False)  # used by its own thread; closed by close()
                 db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = self._enable_wal(db)
             except sqlite3.DatabaseError as err:
                 raise StoreError(f"cannot open memory store {self.path}: {err}") from None
             if mode.lower() != "wal":
@@ -154,6 +154,25 @@ class SQLiteMemoryStore(MemoryStore):
             with self._lock:
                 self._connections.append(db)
         return db
+
+    def _enable_wal(self, db: sqlite3.Connection) -> str:
+        """Switch to the WAL journal and return the mode now in force.
+
+        Switching needs the database to itself for a moment. When several processes open a new database at
+        once, SQLite may answer "database is locked" at once instead of waiting (the busy handler is skipped
+        where waiting could deadlock), so the switch is retried until the busy timeout runs out.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                return str(db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as err:
+                busy = "locked" in str(err) or "busy" in str(err)
+                if not busy or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _write(self) -> _WriteTransaction:
         return _WriteTransaction(self._db())

@@ -193,9 +193,13 @@ class ServiceSettings(_Section):
         900.0, gt=0, le=86_400, description="A question not answered in this time fails with 504.")
     ingest_nice: int = Field(
         19, ge=0, le=19,
-        description="Scheduling niceness (Linux) of ingest and background-captioning threads: they use what CPU "
-                    "questions leave, so questions stay fast while streams ingest at full speed (0: same "
-                    "priority as questions; see bench/service.py).")
+        description="Scheduling niceness (Linux) of the stream workers (ingest and background captioning): they "
+                    "use what CPU questions leave, so questions stay fast while streams ingest at full speed "
+                    "(0: same priority as questions; see bench/service.py).")
+    ingest_sched_idle: bool = Field(
+        True,
+        description="Also run the stream workers under Linux's SCHED_IDLE policy, where a waking question thread "
+                    "always takes the CPU from them at once (ignored where the policy is not available).")
     stats_interval_seconds: float = Field(
         2.0, ge=0.1, le=300, description="How often stream figures are sampled for the dashboard and MQTT.")
     history_points: int = Field(

@@ -56,17 +56,6 @@ def ensure_frames_root(data: Path) -> None:
             raise
 
 
-def start_io_here(data: Path) -> None:
-    """Make zarr start its I/O thread from the calling thread (and create the store's root if needed).
-
-    Zarr runs all storage work on one thread started at first use, and that thread starts its workers; on Linux
-    they inherit the scheduling priority of the thread that started them. A server whose ingest threads run
-    at low priority calls this first, from a normal-priority thread, so that question reads are not slowed.
-    """
-    ensure_frames_root(data)
-    zarr.open_group(frames_root(data), mode="r", zarr_format=3)
-
-
 def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
     if codec == "jpeg":
         return JpegCodec(quality=quality), ()

@@ -20,11 +20,12 @@ from typing import Any
 from lucy.config import LucySettings
 from lucy.errors import LucyError, StoreError
 from lucy.ingest import redact_url
+from lucy.memory.captioners import make_captioner
 from lucy.memory.store import MemoryStore
 from lucy.metrics import QuestionRecord
 from lucy.metrics.captioning import MeteredCaptioner
 from lucy.service.errors import Conflict, InvalidRequest, ServiceError, TimedOut, Unavailable
-from lucy.service.streams import StreamManager, make_captioner
+from lucy.service.streams import StreamManager
 
 log = logging.getLogger(__name__)
 

@@ -68,6 +68,8 @@ class StreamStatus(BaseModel):
     reconnects: int
     decode_errors: int
     gaps: int
+    worker_pid: int | None = Field(
+        None, description="Process id of the worker that ingests and captions the stream, while it runs.")
     caption: CaptionStatus
     questions: QuestionCounts
     purged: bool | None = None

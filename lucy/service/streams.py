@@ -1,9 +1,10 @@
-"""The stream manager: several streams ingesting at once in one process, each with its caption builder.
+"""The stream manager: several streams ingesting at once, each in a worker process with its caption builder.
 
-Each stream runs on its own thread: an :class:`lucy.ingest.Ingestor` (which starts its decoder thread) and a
-:class:`lucy.memory.builder.CoarseBuilder` fed by the ingestor's ``on_commit``. Those threads run at a lower
-scheduling priority (``service.ingest_nice``; threads started from them inherit it), so that questions, which
-run at normal priority, stay fast while streams ingest at full speed on a small machine.
+Each stream's :class:`lucy.ingest.Ingestor` and :class:`lucy.memory.builder.CoarseBuilder` run in a process of
+their own (:mod:`lucy.service.worker`) at a lower scheduling priority (``service.ingest_nice``,
+``service.ingest_sched_idle``), so that questions, answered in the server's process at normal priority, stay
+fast while streams ingest at full speed on a small machine. A thread of the server reads each worker's reports: its figures, the memory nodes it
+stores (for MQTT and the dashboard), its captioner requests (for the metrics).
 
 States: ``starting`` (opening the source) -> ``running`` (frames arriving) <-> ``reconnecting`` (a live source
 stopped delivering; it reconnects with backoff) -> ``finished`` (a file was read to its end), ``stopped`` (by
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import shutil
 import threading
 import time
@@ -25,22 +25,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lucy.config import PRESETS, LucySettings
-from lucy.errors import LucyError, StoreError
-from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore, check_stream_name, list_streams, redact_url
+from lucy.errors import StoreError
+from lucy.ingest import ZarrFrameStore, check_stream_name, list_streams, redact_url
 from lucy.ingest.source import LIVE_SCHEMES, source_identity
-from lucy.ingest.zarr_store import frames_root, start_io_here
+from lucy.ingest.zarr_store import frames_root
 from lucy.memory.store import MemoryStore
 from lucy.metrics import STATE_CODES, CaptionCallStats, QuestionStats, StreamFigures
-from lucy.metrics.captioning import MeteredCaptioner
 from lucy.service.errors import Conflict, InvalidRequest, NotFound
 from lucy.service.events import EventBus
 from lucy.service.registry import StreamRegistry, StreamSpec
+from lucy.service.worker import RunEnd, RunFigures, WorkerProcess
 
 log = logging.getLogger(__name__)
 
 CAPTIONERS = ("pixels", "openai", "vllm", "none")
 MAX_SOURCE_CHARS = 4096
-
 
 class StreamState(StrEnum):
     STARTING = "starting"
@@ -51,27 +50,6 @@ class StreamState(StrEnum):
     FINISHED = "finished"
 
 
-def lower_thread_priority(nice: int) -> None:
-    """Raise the calling thread's niceness to ``nice`` (Linux: per thread; threads it starts inherit it)."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return
-    try:
-        tid = threading.get_native_id()
-        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
-            os.setpriority(os.PRIO_PROCESS, tid, nice)
-    except OSError as err:  # not permitted here: run at normal priority
-        log.debug("cannot lower thread priority: %s", err)
-
-
-def make_captioner(settings: LucySettings) -> Any:
-    """The configured captioner backend (None for ``none``). The backend choice lives in lucy.memory."""
-    if settings.captioner.backend == "none":
-        return None
-    from lucy.memory.captioners import make_captioner as make
-
-    return make(settings)
-
-
 def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
     """The server's settings with a stream's own preset and captioner."""
     captioner = settings.captioner.model_copy(update={"backend": spec.captioner})
@@ -79,121 +57,98 @@ def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
 
 
 class ManagedStream:
-    """One stream the server ingests (or did): its threads, state and figures."""
+    """One stream the server ingests (or did): its worker, state and figures."""
 
-    def __init__(self, spec: StreamSpec, settings: LucySettings, memory: MemoryStore, bus: EventBus,
-                 nice: int = 0) -> None:
+    def __init__(self, spec: StreamSpec, settings: LucySettings, memory: MemoryStore, bus: EventBus) -> None:
         self.spec = spec
         self.name = spec.name
         self.settings = stream_settings(settings, spec)
         self.memory = memory
         self.bus = bus
-        self.nice = nice
         self.caption_calls = CaptionCallStats()
         self.questions = QuestionStats()
-        self.ingestor: Ingestor | None = None
-        self.builder: Any = None  # lucy.memory.builder.CoarseBuilder, when a captioner is configured
+        self.run = RunFigures()  # the worker's latest report
         self.error: str | None = None
         self.lost: str | None = None
-        self.live: bool | None = None
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._state = StreamState.STOPPED
-        self._stopping = threading.Event()
+        self._worker: WorkerProcess | None = None
         self._thread: threading.Thread | None = None
         self._progress = (0, time.monotonic())  # (frames decoded, when that count last changed)
         self.history: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=settings.service.history_points)
 
+    @property
+    def live(self) -> bool | None:
+        return self.run.live
+
     # ------------------------------------------------------------------------------------ lifecycle
 
     @property
     def active(self) -> bool:
-        """The stream's thread is running (ingesting, or captioning what it ingested)."""
+        """The stream's worker is running (ingesting, or captioning what it ingested)."""
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
         if self.active:
             raise Conflict(f"stream {self.name!r} is already running")
-        self._stopping.clear()
         self.error = self.lost = None
+        self.run = RunFigures()
         self.started_at, self.ended_at = time.time(), None
         self._state = StreamState.STARTING
         self._progress = (0, time.monotonic())
-        self._thread = threading.Thread(target=self._run, name=f"stream-{self.name}", daemon=True)
+        self._worker = WorkerProcess(self.spec, self.settings)
+        self._thread = threading.Thread(target=self._follow, args=(self._worker,), name=f"stream-{self.name}",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop ingesting and captioning (blocks up to ``timeout``; call from a worker thread in async code)."""
-        self._stopping.set()
-        if self.ingestor is not None:
-            self.ingestor.stop()
+        self.ask_stop()
         if self._thread is not None:
             self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("stream %s did not stop within %.0f s", self.name, timeout)
+            if self._thread.is_alive() and self._worker is not None:
+                log.warning("stream %s did not stop within %.0f s; ending its worker", self.name, timeout)
+                self._worker.kill()
+                self._thread.join(10)
 
-    def _run(self) -> None:
-        lower_thread_priority(self.nice)  # before any thread is started from here: they inherit it
-        ending = StreamState.FAILED
+    def ask_stop(self) -> None:
+        """Tell the worker to stop, without waiting."""
+        if self._worker is not None:
+            self._worker.stop()
+
+    def _follow(self, worker: WorkerProcess) -> None:
+        """Apply the worker's reports until it exits."""
+        end: RunEnd | None = None
+        exitcode: int | None = None
         try:
-            self.builder = self._start_builder()
-            self.ingestor = Ingestor(self.settings, self.spec.source, self.name, realtime=self.spec.realtime,
-                                     on_commit=self._on_commit)
-            if self._stopping.is_set():
-                self.ingestor.stop()
-            result = self.ingestor.run()
-            self.lost = redact_url(result.lost) if result.lost else None
-            if self._stopping.is_set():
-                ending = StreamState.STOPPED
-            elif self.live and result.lost:
-                self.error = self.lost  # a live source that gave up reconnecting
-            else:
-                ending = StreamState.FINISHED
-                self._state = StreamState.FINISHED
-                self._publish_status()
-                self._drain_captions()
-                if self._stopping.is_set() and self.builder is not None and not self.builder.caught_up:
-                    ending = StreamState.STOPPED
-        except LucyError as err:
-            self.error = redact_url(str(err))
-            log.warning("stream %s failed: %s", self.name, self.error)
+            for kind, value in worker.messages():
+                if kind == "figures":
+                    self.run = value
+                elif kind == "event":
+                    self.bus.publish(value)
+                elif kind == "call":
+                    latency, ok, prompt_tokens, completion_tokens, frames = value
+                    self.caption_calls.record(latency, ok=ok, prompt_tokens=prompt_tokens,
+                                              completion_tokens=completion_tokens, frames=frames)
+                elif kind == "state":
+                    self._state = StreamState(value)
+                    self._publish_status()
+                elif kind == "end":
+                    end = value
+                elif kind == "exit":
+                    exitcode = value
         except Exception as err:  # a bug: keep the traceback in the log, show one line to clients
-            self.error = redact_url(f"{type(err).__name__}: {err}")
-            log.exception("stream %s failed", self.name)
-        finally:
-            if self.builder is not None:
-                self.builder.stop()
-            self.ended_at = time.time()
-            self._state = ending
-            self._publish_status()
-
-    def _start_builder(self) -> Any:
-        captioner = make_captioner(self.settings)
-        if captioner is None:
-            return None
-        from lucy.memory.builder import CoarseBuilder
-
-        builder = CoarseBuilder(self.settings, self.name, self.memory,
-                                MeteredCaptioner(captioner, self.caption_calls))
-        return builder.start()
-
-    def _drain_captions(self) -> None:
-        """After a file's end: wait for its caption backlog (the builder retries a failing captioner)."""
-        if self.builder is None:
-            return
-        while not self._stopping.is_set():
-            if self.builder.drain(give_up_seconds=float("inf"), timeout=1.0):
-                return
-
-    def _on_commit(self, store: ZarrFrameStore, stats: IngestStats) -> None:
-        if self.live is None:
-            self.live = bool(store.attrs["live"])
-        if self._state is StreamState.STARTING:
-            self._state = StreamState.RUNNING
-            self._publish_status()
-        if self.builder is not None:
-            self.builder.on_commit(store, stats)
+            log.exception("stream %s: lost its worker", self.name)
+            end = RunEnd("failed", error=redact_url(f"{type(err).__name__}: {err}"))
+        if end is None:  # killed, or crashed in native code
+            end = RunEnd("failed", error=f"the stream's worker process died (exit code {exitcode})")
+            log.warning("stream %s: %s", self.name, end.error)
+        self.error, self.lost = end.error, end.lost
+        self.ended_at = time.time()
+        self._state = StreamState(end.state)
+        self._publish_status()
 
     def _publish_status(self) -> None:
         self.bus.publish({"type": "status", "stream": self.name, "status": self.status()})
@@ -203,11 +158,11 @@ class ManagedStream:
     @property
     def state(self) -> StreamState:
         state = self._state
-        if state in (StreamState.RUNNING, StreamState.RECONNECTING) and self.live and self.ingestor is not None:
+        if state in (StreamState.RUNNING, StreamState.RECONNECTING) and self.live and self.active:
             decoded, since = self._progress
             now = time.monotonic()
-            if self.ingestor.stats.frames_decoded != decoded:
-                self._progress = (self.ingestor.stats.frames_decoded, now)
+            if self.run.frames_decoded != decoded:
+                self._progress = (self.run.frames_decoded, now)
                 state = StreamState.RUNNING
             elif now - since > self._stall_seconds():
                 state = StreamState.RECONNECTING
@@ -219,8 +174,8 @@ class ManagedStream:
         return max(5.0, 3 * ingest.commit_every_seconds)
 
     def ingested_until(self) -> float:
-        if self.ingestor is not None and self.ingestor.stats.media_start is not None:
-            return self.ingestor.stats.ingested_until
+        if self.run.media_start is not None:
+            return self.run.ingested_until
         try:
             return ZarrFrameStore.open(self.settings.data, self.name).info().media_seconds
         except StoreError:
@@ -228,14 +183,13 @@ class ManagedStream:
 
     def status(self) -> dict[str, Any]:
         """What ``GET /v1/streams/{name}`` shows. Safe to show: the source is redacted."""
-        stats = self.ingestor.stats if self.ingestor is not None else None
+        r = self.run
         ingested = self.ingested_until()
-        if self.builder is not None:
-            b = self.builder.stats
-            captioned = b.captioned_until
-            caption = {"captions_per_second": round(b.captions_per_second, 4), "queued": b.queued,
-                       "pending": b.pending, "in_flight": b.in_flight, "coarse_nodes": b.coarse_nodes,
-                       "failures": b.failures, "last_error": redact_url(b.last_error) if b.last_error else None}
+        if r.captioning:
+            captioned = r.captioned_until
+            caption = {"captions_per_second": round(r.captions_per_second, 4), "queued": r.queued,
+                       "pending": r.pending, "in_flight": r.in_flight, "coarse_nodes": r.coarse_nodes,
+                       "failures": r.caption_failures, "last_error": r.last_error}
         else:
             captioned = self.memory.captioned_until(self.name)
             caption = {"captions_per_second": 0.0, "queued": 0, "pending": 0, "in_flight": 0,
@@ -248,30 +202,25 @@ class ManagedStream:
             "created": self.spec.created, "started_at": self.started_at, "ended_at": self.ended_at,
             "ingested_until": round(ingested, 3), "captioned_until": round(captioned, 3),
             "lag_seconds": round(max(0.0, ingested - captioned), 3),
-            "decode_fps": round(stats.decode_fps, 2) if stats else 0.0,
-            "realtime_factor": round(stats.realtime_factor, 3) if stats else 0.0,
-            "frames": stats.committed if stats else 0,
-            "reconnects": stats.reconnects if stats else 0, "decode_errors": stats.decode_errors if stats else 0,
-            "gaps": stats.gaps if stats else 0,
+            "decode_fps": round(r.decode_fps, 2), "realtime_factor": round(r.realtime_factor, 3),
+            "frames": r.committed, "reconnects": r.reconnects, "decode_errors": r.decode_errors, "gaps": r.gaps,
+            "worker_pid": self._worker.pid if self._worker is not None and self.active else None,
             "caption": caption,
             "questions": {"answered": self.questions.answered, "confident": self.questions.confident,
                           "failed": self.questions.failures, "in_flight": self.questions.in_flight},
         }
 
     def figures(self) -> StreamFigures:
-        stats = self.ingestor.stats if self.ingestor is not None else None
-        b = self.builder.stats if self.builder is not None else None
-        ingested = stats.ingested_until if stats and stats.media_start is not None else 0.0
-        captioned = b.captioned_until if b else 0.0
+        r = self.run
+        started = r.media_start is not None
         return StreamFigures(
             stream=self.name, state_code=STATE_CODES[self.state.value],
-            frames_decoded=stats.frames_decoded if stats else 0, frames_stored=stats.frames_stored if stats else 0,
-            media_seconds=max(0.0, ingested - (stats.media_start or 0.0)) if stats else 0.0,
-            ingested_until=ingested, decode_fps=stats.decode_fps if stats else 0.0,
-            realtime_factor=stats.realtime_factor if stats else 0.0, reconnects=stats.reconnects if stats else 0,
-            decode_errors=stats.decode_errors if stats else 0,
-            captions_stored=b.captioned if b else 0, caption_queue_depth=b.pending if b else 0,
-            captioned_until=captioned, caption_lag_seconds=b.lag if b else 0.0)
+            frames_decoded=r.frames_decoded, frames_stored=r.frames_stored,
+            media_seconds=max(0.0, r.ingested_until - (r.media_start or 0.0)) if started else 0.0,
+            ingested_until=r.ingested_until if started else 0.0, decode_fps=r.decode_fps,
+            realtime_factor=r.realtime_factor, reconnects=r.reconnects, decode_errors=r.decode_errors,
+            captions_stored=r.captioned, caption_queue_depth=r.pending, captioned_until=r.captioned_until,
+            caption_lag_seconds=r.lag)
 
     def sample(self) -> dict[str, Any]:
         """Append the current figures to the stream's history (for the dashboard's charts)."""
@@ -295,8 +244,6 @@ class StreamManager:
         self._streams: dict[str, ManagedStream] = {}
         self.questions: dict[str, QuestionStats] = {}  # of streams the server does not ingest
         self.caption_calls: dict[str, CaptionCallStats] = {}
-        # Before any ingest thread lowers its priority and touches zarr: see start_io_here.
-        start_io_here(settings.data)
 
     # ------------------------------------------------------------------------------------ lookup
 
@@ -443,7 +390,7 @@ class StreamManager:
                 raise Conflict(f"this server already runs {running} streams (service.max_streams)")
             self._check_stored(name, source, preset, existing)
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime)
-            stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.settings.service.ingest_nice)
+            stream = ManagedStream(spec, self.settings, self.memory, self.bus)
             # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
                 stream.questions, stream.caption_calls = existing.questions, existing.caption_calls
@@ -473,7 +420,7 @@ class StreamManager:
         for spec in self.registry.load():
             if self.get(spec.name) is not None:
                 continue
-            stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.settings.service.ingest_nice)
+            stream = ManagedStream(spec, self.settings, self.memory, self.bus)
             with self._lock:
                 self._streams[spec.name] = stream
             stream.start()
@@ -514,9 +461,7 @@ class StreamManager:
         """Stop every stream, keeping the registry so that the next start resumes them."""
         streams = self.managed()
         for stream in streams:
-            stream._stopping.set()
-            if stream.ingestor is not None:
-                stream.ingestor.stop()
+            stream.ask_stop()
         for stream in streams:
             stream.stop(timeout)
 

@@ -12,7 +12,7 @@ One ``lucy serve`` (embedded backends: the ``pixels`` captioner and the ``lexica
 Prints question latency p50 / p95 idle and loaded and their ratio (target: loaded p50 and p95 <= 1.3 x idle),
 and ingest throughput (media seconds per wall second) per stream with 1 and with 4 streams.
 
-    .venv/bin/python bench/service.py [--questions 10] [--load-seconds 300]
+    .venv/bin/python bench/service.py [--questions 20] [--load-seconds 300]
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def ask_all(server: Server, stream: str, n: int) -> list[float]:
     for i in range(n):
         seconds, answer = server.ask(stream, QUESTIONS[i % len(QUESTIONS)])
         latencies.append(seconds)
-        print(f"    {seconds:6.2f} s  {answer['llm_calls']:2d} llm  {answer['caption_calls']:2d} captions  "
+        print(f"    {seconds:7.3f} s  {answer['llm_calls']:2d} llm  {answer['caption_calls']:2d} captions  "
               f"{'confident' if answer['confident'] else 'unsure   '}  {answer['answer'][:60]!r}", flush=True)
     return latencies
 
@@ -183,7 +183,7 @@ class Keeper:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=int, default=10, help="questions per phase")
+    parser.add_argument("--questions", type=int, default=20, help="questions per phase")
     parser.add_argument("--load-seconds", type=float, default=300, help="length of the load video")
     parser.add_argument("--window", type=float, default=10, help="seconds over which ingest throughput is measured")
     args = parser.parse_args()
@@ -225,10 +225,10 @@ def main() -> None:
     p50_i, p95_i = statistics.median(idle), percentile(idle, 0.95)
     p50_l, p95_l = statistics.median(loaded), percentile(loaded, 0.95)
     print("\nquestion latency (embedded backends: pixels captioner, lexical reasoner)")
-    print(f"  idle:                 p50 {p50_i:6.2f} s   p95 {p95_i:6.2f} s")
-    print(f"  4 streams ingesting:  p50 {p50_l:6.2f} s   p95 {p95_l:6.2f} s   "
+    print(f"  idle:                 p50 {p50_i:7.3f} s   p95 {p95_i:7.3f} s")
+    print(f"  4 streams ingesting:  p50 {p50_l:7.3f} s   p95 {p95_l:7.3f} s   "
           f"(load streams running {100 * running_share:.0f}% of the time; {keeper.restarts} restarted at their end)")
-    print(f"  ratio loaded / idle:  p50 {p50_l / p50_i:5.2f}     p95 {p95_l / p95_i:5.2f}     (target <= 1.3)")
+    print(f"  ratio loaded / idle:  p50 {p50_l / p50_i:7.2f}     p95 {p95_l / p95_i:7.2f}     (target <= 1.3)")
     print(f"  total time of the {len(idle)} questions: idle {sum(idle):.1f} s, loaded {sum(loaded):.1f} s "
           f"(ratio {sum(loaded) / sum(idle):.2f})")
     print("ingest throughput per stream (media seconds per wall second, 720p25 at full speed, with captioning)")

@@ -196,7 +196,8 @@ class OcrEngines:
         self._made = 0
         self._lock = threading.Lock()
         self.version = tesserocr.tesseract_version().split()[1] if tesserocr.tesseract_version() else "?"
-        self._idle.put(self._new())  # fail now (missing language data...), not in the middle of ingest
+        # Engines are made at first use (loading one takes ~0.1 s): a question answered from memory alone never
+        # pays for it. Missing language data was already refused by find_tessdata.
 
     def _new(self) -> Any:
         t = self._tesserocr

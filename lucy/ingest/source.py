@@ -34,7 +34,12 @@ log = logging.getLogger(__name__)
 LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
 # The password runs to the last "@" of the word: FFmpeg accepts an unescaped "@" in it, and a stray "/" must not
 # leave the rest of the secret on show either (over-redacting an odd URL is the safe side to err on).
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*)(?::[^\s]*)?@")
+# A user name without a password may itself be the secret (https://TOKEN@host): then all of it is hidden.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*)(?P<password>:[^\s]*)?@")
+# Query parameters that carry secrets in camera and CDN URLs (?token=, &api_key=, &X-Amz-Signature=, &pwd=...).
+_SECRET_PARAM = re.compile(
+    r"(?P<name>[?&;][\w.-]*?(?:token|key|secret|pass(?:word|wd)?|pwd|auth\w*|sig(?:nature)?|credential\w*)=)"
+    r"[^&#;\s]+", re.IGNORECASE)
 # Skip non-reference frames only when the source has at least this many frames per sampled frame.
 _SKIP_RATE_FACTOR = 4
 # A pts jump backwards by more than this (seconds) is a timestamp reset, not reordering noise.
@@ -42,8 +47,10 @@ _RESET_JUMP = 1.0
 
 
 def redact_url(text: str) -> str:
-    """Hide credentials of every URL in ``text``: ``rtsp://user:pw@host`` -> ``rtsp://user:***@host``."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@" if m["user"] else f"{m['scheme']}***@", text)
+    """Hide credentials of every URL in ``text``: ``rtsp://user:pw@host/s?token=abc`` ->
+    ``rtsp://user:***@host/s?token=***``."""
+    text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@" if m["password"] else f"{m['scheme']}***@", text)
+    return _SECRET_PARAM.sub(lambda m: f"{m['name']}***", text)
 
 
 class RedactingFilter(logging.Filter):

@@ -47,6 +47,11 @@ class IngestSettings(_Section):
     reconnect_max_seconds: float = Field(30.0, gt=0, le=3600, description="Cap of the exponential backoff.")
     reconnect_give_up_seconds: float = Field(
         0.0, ge=0, le=604_800, description="Stop after a live stream has been down this long (0: never).")
+    tls_verify: bool = Field(
+        True, description="Check the certificates of https:// and rtsps:// sources (off: accept any certificate).")
+    tls_ca_file: str = Field(
+        "", max_length=4096,
+        description="CA certificates (PEM) that source certificates must chain to (empty: the system's bundle).")
     decode_threads: int = Field(0, ge=0, le=64, description="FFmpeg decoder threads (0: automatic).")
     skip_non_reference_frames: bool = Field(
         True, description="Skip decoding frames nothing refers to when sampling sparsely (about 2x faster).")

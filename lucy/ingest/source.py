@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
 import re
+import ssl
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -46,6 +48,36 @@ _SKIP_RATE_FACTOR = 4
 _RESET_JUMP = 1.0
 
 
+def tls_options(url: str, settings: IngestSettings) -> dict[str, str]:
+    """FFmpeg options that make an ``https://`` or ``rtsps://`` source check its certificate (none otherwise).
+
+    FFmpeg accepts any certificate unless told to verify, and then needs the CA file named.
+    """
+    if urlsplit(url).scheme.lower() not in ("https", "rtsps") or not settings.tls_verify:
+        return {}
+    ca_file = settings.tls_ca_file or _system_ca_file()
+    if not ca_file:
+        raise SourceError("no CA certificates found to check the source's certificate: install Debian's "
+                          "ca-certificates, set ingest.tls_ca_file, or set ingest.tls_verify = false")
+    return {"tls_verify": "1", "ca_file": ca_file}
+
+
+def _system_ca_file() -> str:
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt",
+                      "/etc/pki/tls/certs/ca-bundle.crt"):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    return ""
+
+
+def _tls_hint(url: str, settings: IngestSettings) -> str:
+    """What to say after an I/O error on a TLS source (FFmpeg reports a refused certificate only as EIO)."""
+    if tls_options(url, settings):
+        return " (if the server's certificate is not trusted: set ingest.tls_ca_file, or ingest.tls_verify = false)"
+    return ""
+
+
 def redact_url(text: str) -> str:
     """Hide credentials of every URL in ``text``: ``rtsp://user:pw@host/s?token=abc`` ->
     ``rtsp://user:***@host/s?token=***``."""
@@ -70,9 +102,13 @@ class Frame:
     video: av.VideoFrame
 
 
+def _is_eio(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno == errno.EIO
+
+
 def _ffmpeg_reason(err: BaseException) -> str:
     """FFmpeg's error without the file name it embeds (which may hold credentials)."""
-    if isinstance(err, av.error.FFmpegError) or isinstance(err, OSError):
+    if isinstance(err, av.error.FFmpegError | OSError):
         reason = err.strerror or type(err).__name__
     else:
         reason = str(err) or type(err).__name__
@@ -217,9 +253,11 @@ class FileSource(Source):
         if not is_url and os.path.isdir(path):
             raise SourceError(f"{path} is a directory, not a video file")
         try:
-            self._container = av.open(path, timeout=(settings.connect_timeout_seconds, settings.read_timeout_seconds))
+            self._container = av.open(path, options=tls_options(path, settings),
+                                      timeout=(settings.connect_timeout_seconds, settings.read_timeout_seconds))
         except (av.error.FFmpegError, OSError) as err:
-            raise SourceError(f"cannot read {self.description} as video: {_ffmpeg_reason(err)}") from None
+            raise SourceError(f"cannot read {self.description} as video: {_ffmpeg_reason(err)}"
+                              f"{_tls_hint(path, settings) if _is_eio(err) else ''}") from None
         self._stream = _video_stream(self._container, self.description, settings.decode_threads)
 
     def _expected_duration(self) -> float | None:
@@ -315,6 +353,7 @@ class LiveSource(Source):
             read_timeout /= 2
         else:
             options = {"rw_timeout": backstop, "reconnect": "0"}
+        options.update(tls_options(self.url, s))
         return av.open(self.url, options=options, timeout=(s.connect_timeout_seconds, read_timeout))
 
     def _why(self, err: BaseException, opening_since: float | None = None) -> str:
@@ -324,7 +363,7 @@ class LiveSource(Source):
             return f"no answer within {s.connect_timeout_seconds:g} s"
         if isinstance(err, (av.error.ExitError, TimeoutError)):
             return f"no data for {s.read_timeout_seconds:g} s"
-        return _ffmpeg_reason(err)
+        return _ffmpeg_reason(err) + (_tls_hint(self.url, s) if _is_eio(err) else "")
 
     def frames(self) -> Iterator[Frame | Gap]:
         s = self._settings

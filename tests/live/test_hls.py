@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lucy.errors import SourceError
 from lucy.ingest import Ingestor, ZarrFrameStore, list_streams, open_source
+from lucy.ingest.frames import Gap
 from lucy.ingest.source import FileSource, LiveSource
 from lucy.synth import write_video
 from lucy.synth.video import PALETTE, Scene
@@ -30,12 +32,13 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 def _tls_context(folder: Path) -> ssl.SSLContext:
-    """A server context with a fresh self-signed certificate (made by the openssl command)."""
+    """A server context with a fresh self-signed certificate (made by the openssl command) in ``folder/cert.pem``."""
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make a test certificate (Debian: openssl)")
     key, cert = folder / "key.pem", folder / "cert.pem"
     made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                           "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                           "-keyout", str(key), "-out", str(cert)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert made.returncode == 0, made.stderr
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -83,6 +86,8 @@ def test_hls_vod_playlist_is_ingested_completely(tmp_path, http_dir, live):
     url = f"{base}/index.m3u8"
     if base.startswith("https"):  # credentials in the URL (this server ignores them) must not be kept
         url = url.replace("https://", "https://user:pw-secret@")
+        ingest = settings.ingest.model_copy(update={"tls_ca_file": str(tmp_path / "cert.pem")})  # trust it
+        settings = settings.model_copy(update={"ingest": ingest})
     source = open_source(url, settings.ingest)
     assert isinstance(source, FileSource)  # a VOD playlist has a duration: a finite source, not a live one
     source.stop()
@@ -102,6 +107,25 @@ def test_hls_vod_playlist_is_ingested_completely(tmp_path, http_dir, live):
         assert (r > 2 * b) if t < 3 else (b > 2 * r), (t, r, g, b)
     # ... and they came through the HTTP server, every segment of the playlist.
     assert {f"/{name}" for name in segments} <= set(requests)
+
+
+@pytest.mark.parametrize("http_dir", ["https"], indirect=True)
+def test_https_certificates_are_checked(tmp_path, http_dir, live):
+    folder, base, requests = http_dir
+    write_video(folder / "v.mp4", duration=2.0, fps=10, width=160, height=120)
+    url = f"{base}/v.mp4?token=s3cret"
+    settings = live.settings(tmp_path / "data")
+    with pytest.raises(SourceError) as refused:  # a self-signed certificate nobody said to trust
+        open_source(url, settings.ingest)
+    assert "tls_ca_file" in str(refused.value) and "s3cret" not in str(refused.value)
+    assert requests == []  # refused at the handshake, before any request
+
+    for ingest in (settings.ingest.model_copy(update={"tls_ca_file": str(tmp_path / "cert.pem")}),
+                   settings.ingest.model_copy(update={"tls_verify": False})):
+        source = open_source(url, ingest)
+        assert isinstance(source, FileSource) and source.description == f"{base}/v.mp4?token=***"
+        assert sum(1 for item in source.frames() if not isinstance(item, Gap)) == 20
+        source.stop()
 
 
 def test_live_hls_is_followed_until_the_broadcast_ends(tmp_path, http_dir, live):

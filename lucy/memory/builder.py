@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
@@ -99,6 +99,7 @@ class _Job:
     k: int
     start: float
     end: float
+    stretch: bool = False  # the span is captioned up to its nominal end: only its node's end moves (to media end)
 
 
 class CoarseBuilder:
@@ -139,7 +140,7 @@ class CoarseBuilder:
         self._requested = 0  # wake-ups asked for by ingest ...
         self._seen = 0  # ... and how many the scheduler has acted on
         self._done: dict[int, float] = {}  # span index -> end of its node in memory
-        self._pending: set[int] = set()
+        self._pending: dict[int, float] = {}  # closed spans not captioned yet -> the end they must reach
         self._enqueued: set[int] = set()  # spans in the queue or being captioned
         self._backlog: collections.deque[_Job] = collections.deque()  # closed spans waiting for queue room
         self._contiguous = 0  # spans below this index are captioned whole
@@ -288,8 +289,9 @@ class CoarseBuilder:
         self.stats.coarse_nodes = len(self._done)
         self._advance_captioned_until()
 
-    def _frame_view(self) -> tuple[float, float, bool] | None:
-        """(closed-until, media end, finished) of the stream's committed frames; None before the first frame."""
+    def _frame_view(self) -> tuple[float, float, bool, float] | None:
+        """(closed-until, media end, finished, last frame's time) of the stream's committed frames; None before
+        the first frame."""
         if self._frames is None:
             try:
                 self._frames = ZarrFrameStore.open(self.settings.data, self.stream)
@@ -301,7 +303,7 @@ class CoarseBuilder:
         fps = info.stored_fps
         closed_until = (math.floor(info.last_time * fps + _EPS) + 1) / fps
         finished = not info.live and (info.complete or info.lost is not None)
-        return closed_until, info.media_seconds, finished
+        return closed_until, info.media_seconds, finished, info.last_time
 
     async def _schedule(self, queue: asyncio.Queue[_Job]) -> None:
         assert self._wake is not None
@@ -316,17 +318,24 @@ class CoarseBuilder:
                 requested = self._requested
             view = await asyncio.to_thread(self._frame_view)
             if view is not None:
-                closed_until, media_end, finished = view
+                closed_until, media_end, finished, last_time = view
                 self.stats.ingested_until = max(self.stats.ingested_until, media_end)
                 full = int(math.floor(closed_until / t + _EPS))
-                partial = finished and media_end > full * t + _EPS
+                # A finished stream's captions reach its media end. Beyond the last full span, a partial span
+                # is made only if a frame lies in it; a sliver with none (the last frame's sampling interval
+                # overhanging the span boundary) is added to the last full span instead.
+                tail = finished and media_end > full * t + _EPS
+                partial = tail and (full == 0 or last_time >= full * t - _EPS)
+                stretch = tail and not partial
                 self.stats.closed = full + int(partial)
                 todo = []
-                for k in range(self._contiguous, full + int(partial)):
-                    end = (k + 1) * t if k < full else media_end
-                    if self._done.get(k, -math.inf) < end - _EPS:
-                        todo.append(_Job(k, k * t, end))
-                self._pending = {job.k for job in todo}
+                for k in range(min(self._contiguous, full - int(stretch)), full + int(partial)):
+                    last = k >= full or (stretch and k == full - 1)
+                    end = media_end if last else (k + 1) * t
+                    done = self._done.get(k, -math.inf)
+                    if done < end - _EPS:
+                        todo.append(_Job(k, k * t, end, stretch=last and done >= (k + 1) * t - _EPS))
+                self._pending = {job.k: job.end for job in todo}
                 self.stats.pending = len(self._pending)
                 self._backlog = collections.deque(job for job in todo if job.k not in self._enqueued)
                 self._fill(queue)
@@ -347,23 +356,40 @@ class CoarseBuilder:
             job = await queue.get()
             self._fill(queue)
             assert self._frames is not None
-            async with self._reads:  # a few reads at a time, in span order: the first captions start at once
-                clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
-            if len(clip) == 0:  # a live stream's outage: record that nothing was seen
-                text, model = NO_VIDEO_TEXT.format(start=job.start, end=job.end), ""
-            else:
-                text, model = await self._describe(job, clip)
-            node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end, text=text,
-                              instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
-            await asyncio.to_thread(self.memory.add, node)
+            stretched = job.stretch and await asyncio.to_thread(self._stretch, job)
+            if not stretched:
+                async with self._reads:  # a few reads at a time, in span order: the first captions start at once
+                    clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
+                if len(clip) == 0:  # a live stream's outage: record that nothing was seen
+                    text, model = NO_VIDEO_TEXT.format(start=job.start, end=job.end), ""
+                else:
+                    text, model = await self._describe(job, clip)
+                node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end,
+                                  text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
+                await asyncio.to_thread(self.memory.add, node)
             self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
             self._enqueued.discard(job.k)
-            self._pending.discard(job.k)
+            if self._done[job.k] >= self._pending.get(job.k, job.end) - _EPS:
+                self._pending.pop(job.k, None)
+            else:  # the stream ended while this span was captioned, and the span must now reach its end
+                assert self._wake is not None
+                self._wake.set()
             self.stats.pending = len(self._pending)
             self.stats.coarse_nodes = len(self._done)
-            self.stats.captioned += 1
-            self.stats._done_times.append(time.monotonic())
+            if not stretched:
+                self.stats.captioned += 1
+                self.stats._done_times.append(time.monotonic())
             self._advance_captioned_until()
+
+    def _stretch(self, job: _Job) -> bool:
+        """Move the end of the span's stored caption to ``job.end`` (no frame lies in between); False if the
+        caption is not there after all (then the span is captioned again)."""
+        for node in self.memory.nodes(self.stream, level=self.level.value, start=job.start,
+                                      end=job.start + self.span_seconds, origin=INGEST_ORIGIN):
+            if abs(node.start - job.start) < _EPS:
+                self.memory.add(replace(node, end=job.end, id=None, created=0.0))
+                return True
+        return False
 
     async def _describe(self, job: _Job, clip: Clip) -> tuple[str, str]:
         """Caption one clip, retrying with exponential backoff until the captioner answers.
@@ -428,4 +454,6 @@ class CoarseBuilder:
         until = k * self.span_seconds
         if k in self._done:  # a partial last span
             until = self._done[k]
+        elif k > 0:  # the last span may reach a little past its nominal end (the stream's media end)
+            until = max(until, self._done[k - 1])
         self.stats.captioned_until = until

@@ -221,6 +221,32 @@ def test_span_closes_as_soon_as_its_last_slot_is_filled(tmp_path, clip_captioner
     memory.close()
 
 
+@pytest.mark.parametrize("captioned_before_the_end", [True, False])
+def test_last_span_reaches_the_media_end_without_a_frameless_sliver(tmp_path, clip_captioner,
+                                                                     captioned_before_the_end):
+    """Frames at 0.02 + k/2 s up to 119.52 s: the media ends at 120.02 s, a sliver past the last span boundary
+    with no frame in it. The last span stretches to 120.02 s (its caption kept, if it was already made)."""
+    settings = make_settings(tmp_path)
+    store = ZarrFrameStore.create(settings.data, "cam", source="/v.mp4", source_id="v", live=False,
+                                  width=64, height=64, stored_fps=2.0, codec="zstd", quality=90)
+    memory = open_memory(settings)
+    captioner = clip_captioner()
+    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+        store.append(np.zeros((240, 64, 64, 3), np.uint8), 0.02 + np.arange(240) * 0.5)
+        if captioned_before_the_end:
+            builder.on_commit()
+            assert builder.drain(timeout=30) and spans_of(memory) == [(0.0, 60.0), (60.0, 120.0)]
+        store.mark_finished(complete=True, lost=None)
+        builder.on_commit()
+        assert builder.drain(timeout=30)
+        stats = builder.stats
+    assert spans_of(memory) == [(0.0, 60.0), (60.0, 120.02)]
+    assert captioner.calls == 2 == stats.captioned  # stretching a stored caption is not captioning again
+    assert stats.captioned_until == 120.02 == memory.captioned_until("cam") == store.info().media_seconds
+    assert not any(n.text.startswith("No video") for n in memory.nodes("cam"))
+    memory.close()
+
+
 def test_builder_failure_is_raised_to_the_caller(tmp_path, five_span_video, clip_captioner):
     """A bug (not a CaptionerError) stops the builder and reaches the caller instead of hiding."""
     settings = make_settings(tmp_path)

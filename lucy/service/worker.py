@@ -175,7 +175,7 @@ class StreamRun:
                 return RunEnd("stopped", lost=lost)
             if self.live and result.lost:
                 return RunEnd("failed", error=lost, lost=lost)  # a live source that gave up reconnecting
-            self.pipe.send(("state", "finished"))
+            self._announce("finished")
             self._drain_captions()
             if self._stopping.is_set() and self.builder is not None and not self.builder.caught_up:
                 return RunEnd("stopped", lost=lost)
@@ -216,10 +216,14 @@ class StreamRun:
             self.live = bool(store.attrs["live"])
         if not self._started:
             self._started = True
-            self.pipe.send(("figures", self.figures()))
-            self.pipe.send(("state", "running"))
+            self._announce("running")
         if self.builder is not None:
             self.builder.on_commit(store, stats)
+
+    def _announce(self, state: str) -> None:
+        """Report a new state, after the figures that go with it (a client that sees the state sees them)."""
+        self.pipe.send(("figures", self.figures()))
+        self.pipe.send(("state", state))
 
     def figures(self) -> RunFigures:
         s = self.ingestor.stats if self.ingestor is not None else None

@@ -34,6 +34,12 @@ def ingest(settings, video: Path, builder: CoarseBuilder | None, on_commit=None)
     return Ingestor(settings, str(video), "cam", on_commit=commit).run()
 
 
+def hand_store(settings, *, live: bool) -> ZarrFrameStore:
+    """An empty 2 fps frame store that the test fills itself."""
+    return ZarrFrameStore.create(settings.data, "cam", source="rtsp://c" if live else "/v.mp4", source_id="c",
+                                 live=live, width=64, height=64, stored_fps=2.0, codec="zstd", quality=90)
+
+
 def spans_of(memory) -> list[tuple[float, float]]:
     return [(n.start, n.end) for n in memory.nodes("cam", level="coarse")]
 
@@ -206,8 +212,7 @@ def test_live_stream_gap_and_open_span(tmp_path, clip_captioner):
 def test_span_closes_as_soon_as_its_last_slot_is_filled(tmp_path, clip_captioner):
     """A frame at 59.5 s at 2 fps fills the last slot of [0, 60): the span closes without waiting for 60 s."""
     settings = make_settings(tmp_path)
-    store = ZarrFrameStore.create(settings.data, "cam", source="rtsp://c", source_id="c", live=True,
-                                  width=64, height=64, stored_fps=2.0, codec="zstd", quality=90)
+    store = hand_store(settings, live=True)
     memory = open_memory(settings)
     captioner = clip_captioner()
     with CoarseBuilder(settings, "cam", memory, captioner) as builder:
@@ -227,8 +232,7 @@ def test_last_span_reaches_the_media_end_without_a_frameless_sliver(tmp_path, cl
     """Frames at 0.02 + k/2 s up to 119.52 s: the media ends at 120.02 s, a sliver past the last span boundary
     with no frame in it. The last span stretches to 120.02 s (its caption kept, if it was already made)."""
     settings = make_settings(tmp_path)
-    store = ZarrFrameStore.create(settings.data, "cam", source="/v.mp4", source_id="v", live=False,
-                                  width=64, height=64, stored_fps=2.0, codec="zstd", quality=90)
+    store = hand_store(settings, live=False)
     memory = open_memory(settings)
     captioner = clip_captioner()
     with CoarseBuilder(settings, "cam", memory, captioner) as builder:

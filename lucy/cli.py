@@ -321,12 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging() -> None:
-    from lucy.ingest.source import RedactingFilter
+    from lucy.ingest.source import redacting_handler
 
-    handler = logging.StreamHandler()
-    handler.addFilter(RedactingFilter())
-    handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    logging.basicConfig(level=logging.WARNING, handlers=[redacting_handler()])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

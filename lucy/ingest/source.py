@@ -94,6 +94,14 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def redacting_handler() -> logging.Handler:
+    """Lucy's log handler: ``lucy: LEVEL: message`` on stderr, credentials redacted."""
+    handler = logging.StreamHandler()
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
+    return handler
+
+
 @dataclass(slots=True)
 class Frame:
     """A decoded frame and its media time (seconds from the stream's start)."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from lucy.config import LucySettings
 from lucy.config.settings import is_loopback_host
 from lucy.errors import LucyError
-from lucy.ingest.source import RedactingFilter
+from lucy.ingest.source import RedactingFilter, redacting_handler
 from lucy.service.registry import StreamRegistry
 
 
@@ -32,10 +32,7 @@ def _logging() -> None:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
     if not root.handlers:
-        handler = logging.StreamHandler()
-        handler.addFilter(RedactingFilter())
-        handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
-        root.addHandler(handler)
+        root.addHandler(redacting_handler())
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         logger.handlers.clear()

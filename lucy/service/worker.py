@@ -28,6 +28,7 @@ from typing import Any
 from lucy.config import LucySettings
 from lucy.errors import LucyError
 from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore, redact_url
+from lucy.ingest.source import redacting_handler
 from lucy.metrics import CaptionCallStats
 from lucy.metrics.captioning import MeteredCaptioner
 from lucy.service.registry import StreamSpec
@@ -248,7 +249,7 @@ def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the server stops us
     service = settings.service
     lower_thread_priority(service.ingest_nice, idle_policy=service.ingest_sched_idle)  # before any thread starts
-    _configure_logging(log_level)
+    logging.basicConfig(level=log_level, handlers=[redacting_handler()], force=True)
     pipe = _Pipe(conn)
     run = StreamRun(spec, settings, pipe)
 
@@ -271,15 +272,6 @@ def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log
     pipe.send(("figures", run.figures()))
     pipe.send(("end", end))
     conn.close()
-
-
-def _configure_logging(level: int) -> None:
-    from lucy.ingest.source import RedactingFilter
-
-    handler = logging.StreamHandler()
-    handler.addFilter(RedactingFilter())
-    handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 # ---------------------------------------------------------------------------------------- in the server

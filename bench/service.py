@@ -3,11 +3,16 @@
 One ``lucy serve`` (embedded backends: the ``pixels`` captioner and the ``lexical`` reasoner), in one run:
 
   1. identical "question" streams are ingested and captioned from a generated video with details worth asking
-     about (so both phases below start from the same memory; one more takes the first-use costs);
-  2. idle: the same questions, one at a time, on the first question stream, with nothing ingesting;
+     about (so every phase below starts from the same memory; one more takes the first-use costs);
+  2. idle, first half: half of the questions, one at a time, on a question stream of its own, nothing ingesting;
   3. one load stream ingests a long 720p video at full speed (with its caption builder): throughput alone;
-  4. loaded: four load streams ingest at full speed while the same questions are asked, one at a time, on the
-     second question stream (a load stream that reaches the end of its file is started again).
+  4. loaded: four load streams ingest at full speed while the same questions are asked in two halves, each on
+     a question stream of its own (a load stream that reaches the end of its file is started again);
+  5. idle, second half: the load streams are removed and the second half is asked on a last question stream.
+
+The order idle, loaded, loaded, idle cancels a machine that slows down or speeds up steadily over the run
+(shared machines drift by tens of percent over minutes), which a plain idle-then-loaded order would count as
+the cost of ingesting.
 
 Prints question latency p50 / p95 idle and loaded and their ratio (target: loaded p50 and p95 <= 1.3 x idle),
 and ingest throughput (media seconds per wall second) per stream with 1 and with 4 streams.
@@ -183,7 +188,7 @@ class Keeper:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=int, default=20, help="questions per phase")
+    parser.add_argument("--questions", type=int, default=20, help="questions asked idle, and as many loaded")
     parser.add_argument("--load-seconds", type=float, default=300, help="length of the load video")
     parser.add_argument("--window", type=float, default=10, help="seconds over which ingest throughput is measured")
     args = parser.parse_args()
@@ -193,15 +198,17 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}; server data in {workdir}", flush=True)
     server = Server(workdir)
     try:
-        for name in ("q-warm", "q-idle", "q-loaded"):
+        first, second = (args.questions + 1) // 2, args.questions // 2
+        names = ("q-warm", "q-idle-1", "q-loaded-1", "q-loaded-2", "q-idle-2")
+        for name in names:
             server.add(name, qvideo)
-        for name in ("q-warm", "q-idle", "q-loaded"):
+        for name in names:
             server.wait(lambda n=name: (s := server.status(n))["state"] == "finished"
                         and s["captioned_until"] >= s["ingested_until"] > 0, 600, f"{name} captioned")
         server.ask("q-warm", QUESTIONS[0])  # first-use costs (OCR engines, imports) fall on neither phase
 
-        print(f"\n[idle] {args.questions} questions, nothing ingesting", flush=True)
-        idle = ask_all(server, "q-idle", args.questions)
+        print(f"\n[idle, first half] {first} questions, nothing ingesting", flush=True)
+        idle = ask_all(server, "q-idle-1", first)
 
         print(f"\n[1 stream] ingest throughput over {args.window:.0f} s", flush=True)
         server.add("load-solo", lvideo)
@@ -216,8 +223,13 @@ def main() -> None:
         server.wait(lambda: all(server.status(n)["ingested_until"] > 2 for n in loads), 180, "load streams running")
         four = throughput(server, loads, args.window)
         with Keeper(server, loads, lvideo) as keeper:
-            loaded = ask_all(server, "q-loaded", args.questions)
+            loaded = ask_all(server, "q-loaded-1", first) + ask_all(server, "q-loaded-2", second)
         running_share = 1 - keeper.idle_seen / max(1, keeper.polls * len(loads))
+
+        for name in loads:
+            server.http.delete(f"/v1/streams/{name}", params={"purge": "true"}).raise_for_status()
+        print(f"\n[idle, second half] {second} questions, nothing ingesting", flush=True)
+        idle += ask_all(server, "q-idle-2", second)
     finally:
         server.close()
         shutil.rmtree(workdir, ignore_errors=True)

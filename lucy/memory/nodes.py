@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 INGEST_ORIGIN = "ingest"
+# A coarse caption of the open end of a live stream, made by a question before ingest closed the span. It is
+# partial: the next question with a later horizon replaces it, and the ingest caption of the whole span
+# replaces it for good. A span holds at most one.
+TAIL_ORIGIN = "tail"
 
 
 def question_origin(question_id: int | str) -> str:

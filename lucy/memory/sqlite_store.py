@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
-from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
+from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
 
 DB_NAME = "memory.sqlite"
@@ -116,7 +116,7 @@ class SQLiteMemoryStore(MemoryStore):
         self.busy_timeout = busy_timeout_seconds
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._pid = os.getpid()
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +135,7 @@ class SQLiteMemoryStore(MemoryStore):
         if self._pid != os.getpid():  # a forked child must not use its parent's connections
             self._pid = os.getpid()
             self._local = threading.local()
-            self._connections = []
+            self._connections = {}
             self._lock = threading.Lock()
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
@@ -152,8 +152,27 @@ class SQLiteMemoryStore(MemoryStore):
             db.execute("PRAGMA foreign_keys = ON")
             self._local.db = db
             with self._lock:
-                self._connections.append(db)
+                self._connections[threading.current_thread()] = db
+                self._close_orphans()
         return db
+
+    def _close_orphans(self) -> None:
+        """Close the connections of threads that have ended (call with the lock held).
+
+        Callers may use the store from short-lived threads (an event loop's executor, a thread per task): their
+        connections would otherwise stay open for the life of the store, one descriptor pair each.
+        """
+        for thread in [t for t in self._connections if not t.is_alive()]:
+            try:
+                self._connections.pop(thread).close()
+            except sqlite3.ProgrammingError:
+                pass
+
+    def open_connections(self) -> int:
+        """Connections held now (one per live thread that used the store)."""
+        with self._lock:
+            self._close_orphans()
+            return len(self._connections)
 
     def _enable_wal(self, db: sqlite3.Connection) -> str:
         """Switch to the WAL journal and return the mode now in force.
@@ -194,7 +213,7 @@ class SQLiteMemoryStore(MemoryStore):
 
     def close(self) -> None:
         with self._lock:
-            connections, self._connections = self._connections, []
+            connections, self._connections = list(self._connections.values()), {}
             self._closed = True
         for db in connections:
             try:
@@ -216,11 +235,39 @@ class SQLiteMemoryStore(MemoryStore):
         if not node.end > node.start:
             raise ValueError(f"node span [{node.start}, {node.end}) is empty")
         created = node.created or time.time()
-        id_, created = db.execute(self._INSERT, (
-            node.stream, str(node.level), float(node.start), float(node.end), node.text, node.instruction,
-            node.origin, node.parent, node.model, created)).fetchone()
+        span = (node.stream, str(node.level), float(node.start))
+        parent = node.parent
+        if parent is not None and db.execute("SELECT 1 FROM nodes WHERE id = ?", (parent,)).fetchone() is None:
+            parent = None  # the parent went meanwhile (a purge): keep the node, unlinked
+        values = (float(node.end), node.text, node.instruction, parent, node.model, created)
+        if node.origin == TAIL_ORIGIN:
+            # One tail node per span, updated in place (its id may be the parent of deeper nodes); none once the
+            # span has its ingest caption.
+            row = db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE stream = ? AND level = ? AND start = ? "
+                             f"AND origin = ?", (*span, INGEST_ORIGIN)).fetchone()
+            if row is not None:
+                return _row_node(row)
+            row = db.execute('UPDATE nodes SET "end" = ?, text = ?, instruction = ?, parent = ?, model = ?, '
+                             'created = ? WHERE stream = ? AND level = ? AND start = ? AND origin = ? RETURNING id',
+                             (*values, *span, TAIL_ORIGIN)).fetchone()
+            id_ = row[0] if row is not None else None
+        elif node.origin == INGEST_ORIGIN:
+            # The whole span's caption takes over the tail node (same id), or replaces an earlier ingest caption.
+            db.execute("DELETE FROM nodes WHERE stream = ? AND level = ? AND start = ? AND origin = ? AND EXISTS "
+                       "(SELECT 1 FROM nodes WHERE stream = ? AND level = ? AND start = ? AND origin = ?)",
+                       (*span, TAIL_ORIGIN, *span, INGEST_ORIGIN))
+            row = db.execute('UPDATE nodes SET "end" = ?, text = ?, instruction = ?, parent = ?, model = ?, '
+                             'created = ?, origin = ? WHERE stream = ? AND level = ? AND start = ? AND origin = ? '
+                             'RETURNING id', (*values, INGEST_ORIGIN, *span, TAIL_ORIGIN)).fetchone()
+            id_ = row[0] if row is not None else None
+        else:
+            id_ = None
+        if id_ is None:
+            id_, created = db.execute(self._INSERT, (
+                node.stream, str(node.level), float(node.start), float(node.end), node.text, node.instruction,
+                node.origin, parent, node.model, created)).fetchone()
         return MemoryNode(stream=node.stream, level=str(node.level), start=float(node.start), end=float(node.end),
-                          text=node.text, instruction=node.instruction, origin=node.origin, parent=node.parent,
+                          text=node.text, instruction=node.instruction, origin=node.origin, parent=parent,
                           model=node.model, created=created, id=id_)
 
     def add(self, node: MemoryNode) -> MemoryNode:

@@ -16,7 +16,10 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def add(self, node: MemoryNode) -> MemoryNode:
-        """Store a node; returns it with ``id`` (and ``created``) set."""
+        """Store a node; returns it with ``id`` (and ``created``) set.
+
+        A span (stream, level, start) holds at most one ingest node and one tail node: storing another replaces
+        it, and an ingest node replaces the span's tail node (see :data:`lucy.memory.nodes.TAIL_ORIGIN`)."""
 
     @abstractmethod
     def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:

@@ -7,6 +7,7 @@ import time
 from lucy.config import Level
 from lucy.ingest.frames import Clip
 from lucy.memory.captioners.base import Captioner
+from lucy.memory.captioners.guard import CaptionerUnavailable
 from lucy.memory.nodes import Caption
 from lucy.metrics.stats import CaptionCallStats
 
@@ -24,6 +25,8 @@ class MeteredCaptioner(Captioner):
         began = time.monotonic()
         try:
             caption = await self.inner.describe(clip, instruction, level=level)
+        except CaptionerUnavailable:  # refused before any request was made: nothing to count
+            raise
         except BaseException:  # failures, timeouts and cancellations all count as a failed request
             self.stats.record(time.monotonic() - began, ok=False, frames=len(clip))
             raise

@@ -36,7 +36,8 @@ from lucy.config import Level, LucySettings, Preset
 from lucy.errors import LucyError
 from lucy.ingest.frames import FrameStore
 from lucy.memory.captioners.base import Captioner, CaptionerError
-from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode, question_origin
+from lucy.memory.captioners.guard import CaptionerUnavailable
+from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode, question_origin
 from lucy.memory.store import MemoryStore
 from lucy.query import prompts
 from lucy.query.reasoners.base import (
@@ -203,6 +204,7 @@ class _Session:
         self.current: set[int] = set()
         self.searched: set[tuple[str, int, int]] = set()
         self.iteration = 0
+        self.captioner_down: str | None = None  # why captions are not asked for any more in this question
         self.result: QueryResult | None = None
         self._next_ref = 1
         self._started = time.perf_counter()
@@ -313,6 +315,8 @@ class _Session:
             yield step
             async for step in self._search(span, instruction):
                 yield step
+            if self.captioner_down is not None:
+                break  # deeper memory cannot be made now: rounds would find nothing new
             answer = await self._answer(sorted(self.current), final=False)
             yield answer.step
             if answer.reply is not None:
@@ -359,13 +363,16 @@ class _Session:
         return item
 
     async def _caption(self, level: str, start: float, end: float, instruction: str,
-                       parent: int | None) -> tuple[MemoryNode | None, str | None, bool]:
-        """Caption one span from the frame store at its level's fps; the node is stored (write-back).
+                       parent: int | None, *, origin: str | None = None) -> tuple[MemoryNode | None, str | None, bool]:
+        """Caption one span from the frame store at its level's fps; the node is stored (write-back) with
+        ``origin`` (default: this question's).
 
         Returns (node, error, whether the captioner was called)."""
         e = self.e
         if e.captioner is None:
             return None, "no captioner is configured (captioner.backend = none)", False
+        if self.captioner_down is not None:  # it failed earlier in this question: don't wait on it again
+            return None, self.captioner_down, False
         _, fps = self._spec(level)
         async with e._captions():
             clip = await asyncio.to_thread(e.frames.read, start, end, fps)
@@ -374,9 +381,11 @@ class _Session:
             try:
                 caption = await e.captioner.describe(clip, instruction, level=Level(level))
             except CaptionerError as err:
-                return None, f"caption of {level} {start:g}-{end:g}s failed: {err}", True
+                self.captioner_down = f"captioner unavailable, answering from memory: {err}"
+                return None, f"caption of {level} {start:g}-{end:g}s failed: {err}", \
+                    not isinstance(err, CaptionerUnavailable)
         node = MemoryNode(stream=e.stream, level=level, start=start, end=end, text=caption.text,
-                          instruction=instruction, origin=self.origin, parent=parent,
+                          instruction=instruction, origin=origin or self.origin, parent=parent,
                           model=caption.model or e.captioner.model)
         node = await asyncio.to_thread(e.memory.add, node)
         return node, None, True
@@ -395,7 +404,8 @@ class _Session:
             step = self._step("tail", level="coarse", start=start, end=end,
                               detail="not captioned by ingest yet; captioned on demand")
             began = time.perf_counter()
-            node, error, called = await self._caption("coarse", start, end, self.e.coarse_instruction, None)
+            node, error, called = await self._caption("coarse", start, end, self.e.coarse_instruction, None,
+                                                      origin=TAIL_ORIGIN)
             step.latency_seconds = time.perf_counter() - began
             step.caption_calls = int(called)
             if node is not None:

@@ -99,7 +99,7 @@ def install(app: FastAPI, svc_of: Callable[[Request], Any]) -> None:
             return StreamingResponse(_stream(svc, body.model, question, options, cid, created),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         try:
-            answer = await svc.questions.ask(body.model, question, options)
+            answer = await svc.questions.ask(body.model, question, options, client_gone=request.is_disconnected)
         except ServiceError as err:
             return _error(err.status, str(err), "lucy_error")
         return {

@@ -1,75 +1,116 @@
 """Questions for the service: the query engine behind a bounded, timed, never-blocking front.
 
-Each question runs the engine on its own worker thread with its own event loop, so that nothing the engine does
-(embedded reasoners and captioners work on the CPU; SQLite and Zarr reads block) can hold up the server's event
-loop. Its trace steps are handed to the server's loop as they happen, for SSE, the OpenAI-compatible stream and
-MQTT. At most ``service.max_concurrent_questions`` run at once; the rest wait their turn, within
-``service.question_timeout_seconds`` from arrival.
+Every question of the server runs on one *question loop*: an event loop on a thread of its own, so that
+nothing the engine does (embedded reasoners work on the CPU; SQLite and Zarr reads block in its I/O threads)
+holds up the server's event loop. The loop lives as long as the server, and so does everything a question
+uses: a fixed pool of I/O threads (hence a fixed number of SQLite connections), and the captioners and
+reasoners of :class:`lucy.backends.Backends`, one per configuration, shared by every question and closed at
+shutdown. Nothing a question opens outlives it, and nothing grows with the number of questions answered.
+
+Limits, so that one stream's trouble stays its own: at most ``service.max_questions_per_stream`` questions about
+one stream and ``service.max_concurrent_questions`` in all run at once; the rest wait their turn, within
+``service.question_timeout_seconds`` from arrival. A question whose client goes away is cancelled and frees its
+slot. A captioner that hangs or fails is paused after a few failures (:mod:`lucy.memory.captioners.guard`), so
+questions about its stream answer from memory at once, saying so, instead of waiting out timeouts.
+
+Trace steps are handed to the server's loop as they happen, for SSE, the OpenAI-compatible stream and MQTT.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from lucy.backends import Backends
 from lucy.config import LucySettings
 from lucy.errors import LucyError, StoreError
 from lucy.ingest import redact_url
-from lucy.memory.captioners import make_captioner
 from lucy.memory.store import MemoryStore
 from lucy.metrics import QuestionRecord
 from lucy.metrics.captioning import MeteredCaptioner
-from lucy.service.errors import Conflict, InvalidRequest, ServiceError, TimedOut, Unavailable
+from lucy.metrics.stats import CaptionCallStats
+from lucy.service.errors import (
+    ClientGone,
+    Conflict,
+    InvalidRequest,
+    ServiceError,
+    TimedOut,
+    Unavailable,
+    service_error_for,
+)
 from lucy.service.streams import StreamManager
 
 log = logging.getLogger(__name__)
 
-_END = object()
+DISCONNECT_POLL_SECONDS = 0.5
+
+Emit = Callable[[str, Any], None]
 
 
-@dataclass
-class _Job:
-    """One question on its worker thread, and the way back to the server's loop."""
+class QuestionLoop:
+    """The thread, event loop, I/O threads and backends on which every question of a server runs."""
 
-    stream: str
-    question: str
-    options: tuple[str, ...]
-    settings: LucySettings
-    out: asyncio.Queue[tuple[str, Any]]
-    server_loop: asyncio.AbstractEventLoop
-    loop: asyncio.AbstractEventLoop | None = None
-    task: asyncio.Task[Any] | None = None
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, io_threads: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="question-io"))
+        self.backends = Backends()
+        self._thread = threading.Thread(target=self._run, name="questions", daemon=True)
+        self._thread.start()
 
-    def emit(self, kind: str, value: Any) -> None:
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, work: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+        """Run ``work`` on the question loop; cancelling the future cancels it."""
+        return asyncio.run_coroutine_threadsafe(work, self.loop)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Cancel what still runs, close the backends and the I/O threads, end the thread (blocking)."""
+        if self.loop.is_closed():
+            return
         try:
-            self.server_loop.call_soon_threadsafe(self.out.put_nowait, (kind, value))
-        except RuntimeError:
-            pass  # the server's loop has closed (shutdown)
+            self.submit(self._shutdown()).result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError) as err:
+            log.warning("questions did not shut down cleanly: %s", err)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.loop.close()
 
-    def cancel(self) -> None:
-        self.cancelled.set()
-        loop, task = self.loop, self.task
-        if loop is not None and task is not None:
-            try:
-                loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:
-                pass  # already finished
+    async def _shutdown(self) -> None:
+        here = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not here]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await self.backends.aclose()
+        await self.loop.shutdown_default_executor()
 
 
 class QuestionService:
-    """Validates questions, bounds how many run at once, and runs them off the event loop."""
+    """Validates questions, bounds how many run at once (per stream and in all), and runs them on the
+    question loop."""
 
     def __init__(self, settings: LucySettings, manager: StreamManager, memory: MemoryStore) -> None:
         self.settings = settings
         self.manager = manager
         self.memory = memory
+        s = settings.service
+        # Each running question uses at most a couple of I/O threads at a time (a read, a write).
+        self.runner = QuestionLoop(io_threads=min(32, 2 * s.max_concurrent_questions + 2))
         self._slots: asyncio.Semaphore | None = None
+        self._stream_slots: dict[str, asyncio.Semaphore] = {}
+
+    def close(self) -> None:
+        """Stop the question loop and close every backend it made (blocking; at server shutdown)."""
+        self.runner.close()
 
     def check(self, question: str, options: Sequence[str]) -> tuple[str, tuple[str, ...]]:
         """Refuse empty, oversized or malformed questions (422)."""
@@ -95,112 +136,153 @@ class QuestionService:
         managed = self.manager.get(stream)
         return managed.settings if managed is not None else self.settings
 
+    def _stream_slot(self, stream: str) -> asyncio.Semaphore:
+        slot = self._stream_slots.get(stream)
+        if slot is None:
+            s = self.settings.service
+            slot = self._stream_slots[stream] = asyncio.Semaphore(
+                min(s.max_questions_per_stream, s.max_concurrent_questions))
+        return slot
+
     async def events(self, stream: str, question: str, options: Sequence[str] = ()) -> AsyncIterator[tuple[str, Any]]:
         """Yield ``("step", dict)`` for each trace step as it happens, then ``("answer", dict)``.
 
         Raises a :class:`ServiceError` (bad question, unknown stream, timeout) or the engine's error. Closing the
-        iterator early cancels the question.
+        iterator early (or cancelling the task that iterates it) cancels the question.
         """
         text, opts = self.check(question, options)
         await asyncio.to_thread(self.manager.require, stream)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.settings.service.max_concurrent_questions)
-        deadline = time.monotonic() + self.settings.service.question_timeout_seconds
+        timeout = self.settings.service.question_timeout_seconds
+        deadline = time.monotonic() + timeout
         stats = self.manager.question_stats(stream)
         stats.started()
         record: QuestionRecord | None = None
-        job: _Job | None = None
         began = time.monotonic()
         try:
-            try:
-                await asyncio.wait_for(self._slots.acquire(), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                raise TimedOut("the server is busy with other questions; try again later") from None
-            try:
-                job = _Job(stream, text, opts, self._settings_for(stream), asyncio.Queue(), asyncio.get_running_loop())
-                threading.Thread(target=self._work, args=(job,), name=f"question-{stream}", daemon=True).start()
-                while True:
-                    remaining = deadline - time.monotonic()
+            async with _slot(self._stream_slot(stream), deadline, "questions about this stream"), \
+                    _slot(self._slots, deadline, "other questions"):
+                out: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+                server_loop = asyncio.get_running_loop()
+
+                def emit(kind: str, value: Any) -> None:
                     try:
-                        kind, value = await asyncio.wait_for(job.out.get(), max(0.0, remaining))
-                    except TimeoutError:
-                        raise TimedOut(f"no answer within {self.settings.service.question_timeout_seconds:g} s "
-                                       f"(service.question_timeout_seconds)") from None
-                    if kind == "error":
-                        raise value
-                    if kind == "answer":
-                        record = QuestionRecord(
-                            latency_seconds=time.monotonic() - began, iterations=int(value.get("iterations", 0)),
-                            llm_calls=int(value.get("llm_calls", 0)), caption_calls=int(value.get("caption_calls", 0)),
-                            confident=bool(value.get("confident")))
-                    yield kind, value
-                    if kind == "answer":
-                        return
-            finally:
-                self._slots.release()
+                        server_loop.call_soon_threadsafe(out.put_nowait, (kind, value))
+                    except RuntimeError:
+                        pass  # the server's loop has closed (shutdown)
+
+                work = self.runner.submit(self._drive(emit, self._settings_for(stream), stream, text, opts))
+                try:
+                    while True:
+                        try:
+                            kind, value = await asyncio.wait_for(out.get(), max(0.0, deadline - time.monotonic()))
+                        except TimeoutError:
+                            raise TimedOut(f"no answer within {timeout:g} s (service.question_timeout_seconds)") \
+                                from None
+                        if kind == "error":
+                            raise value
+                        if kind == "answer":
+                            record = QuestionRecord(
+                                latency_seconds=time.monotonic() - began, iterations=int(value.get("iterations", 0)),
+                                llm_calls=int(value.get("llm_calls", 0)),
+                                caption_calls=int(value.get("caption_calls", 0)), confident=bool(value.get("confident")))
+                        yield kind, value
+                        if kind == "answer":
+                            return
+                finally:
+                    work.cancel()  # a no-op once answered; else the question stops where it is
         finally:
-            if job is not None and record is None:
-                job.cancel()
             stats.finished(record)
 
-    async def ask(self, stream: str, question: str, options: Sequence[str] = ()) -> dict[str, Any]:
-        """The answer object (the trace is in it)."""
+    async def ask(self, stream: str, question: str, options: Sequence[str] = (), *,
+                  client_gone: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
+        """The answer object (the trace is in it).
+
+        ``client_gone`` (e.g. Starlette's ``request.is_disconnected``) is polled while the question runs; when it
+        says the client has gone, the question is cancelled and :class:`ClientGone` raised.
+        """
+        answering = asyncio.ensure_future(self._answer(stream, question, options))
+        if client_gone is None:
+            return await answering
+        watching = asyncio.ensure_future(_until(client_gone))
+        try:
+            await asyncio.wait({answering, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+        if answering.done():
+            return answering.result()
+        answering.cancel()
+        await asyncio.gather(answering, return_exceptions=True)
+        raise ClientGone("the client went away; the question was cancelled")
+
+    async def _answer(self, stream: str, question: str, options: Sequence[str]) -> dict[str, Any]:
         async for kind, value in self.events(stream, question, options):
             if kind == "answer":
                 return value
         raise Unavailable("the question ended without an answer")
 
-    # ------------------------------------------------------------------------------------ worker thread
+    # ------------------------------------------------------------------------------------ on the question loop
 
-    def _work(self, job: _Job) -> None:
+    async def _drive(self, emit: Emit, settings: LucySettings, stream: str, question: str,
+                     options: tuple[str, ...]) -> None:
         try:
-            asyncio.run(self._drive(job))
-        except BaseException as err:  # noqa: BLE001  (handed to the waiting request)
-            job.emit("error", err)
-
-    async def _drive(self, job: _Job) -> None:
-        job.loop = asyncio.get_running_loop()
-        job.task = asyncio.current_task()
-        if job.cancelled.is_set():
-            return
-        try:
-            async for kind, value in run_engine(job.settings, self.memory, self.manager.caption_stats(job.stream),
-                                                job.stream, job.question, job.options):
-                job.emit(kind, value)
+            async for kind, value in self._run_engine(settings, stream, question, options):
+                emit(kind, value)
         except asyncio.CancelledError:
-            return
+            raise
         except ServiceError as err:
-            job.emit("error", err)
-        except LucyError as err:  # e.g. no frames yet: the stream is not in a state to answer
-            job.emit("error", Conflict(redact_url(str(err))))
+            emit("error", err)
+        except LucyError as err:  # e.g. no frames yet: the stream is not in a state to answer, unless the
+            # environment failed (a locked store, a full disk, no descriptors left): that is not the stream's state
+            emit("error", service_error_for(err) or Conflict(redact_url(str(err))))
         except Exception as err:
-            log.exception("question about %s failed", job.stream)
-            job.emit("error", err)
+            log.exception("question about %s failed", stream)
+            emit("error", err)
+
+    async def _run_engine(self, settings: LucySettings, stream: str, question: str,
+                          options: tuple[str, ...]) -> AsyncIterator[tuple[str, Any]]:
+        """The query engine's trace and answer as ``("step", dict)`` ... ``("answer", dict)``.
+
+        The shared captioner (for deeper captions) is metered into the stream's own caption figures.
+        """
+        from lucy.ingest import ZarrFrameStore
+        from lucy.query.engine import QueryConfig, QueryEngine
+
+        try:
+            frames = await asyncio.to_thread(ZarrFrameStore.open, settings.data, stream)
+        except StoreError:
+            raise Conflict(f"stream {stream!r} has no frames yet; ask again once ingest has stored some") from None
+        backends = self.runner.backends
+        shared = backends.captioner(settings)
+        stats: CaptionCallStats = self.manager.caption_stats(stream)
+        engine = QueryEngine(frames=frames, memory=self.memory, reasoner=backends.reasoner(settings),
+                             captioner=None if shared is None else MeteredCaptioner(shared, stats),
+                             preset=settings.levels, config=QueryConfig.from_settings(settings),
+                             coarse_instruction=settings.captioner.coarse_instruction)
+        run = engine.run(question, options)
+        async for step in run:
+            yield "step", step.to_json()
+        assert run.result is not None
+        yield "answer", run.result.to_json()
 
 
-async def run_engine(settings: LucySettings, memory: MemoryStore, caption_stats: Any, stream: str, question: str,
-                     options: tuple[str, ...]) -> AsyncIterator[tuple[str, Any]]:
-    """The query engine's trace and answer as ``("step", dict)`` ... ``("answer", dict)``.
+class _slot:
+    """``async with``: hold a semaphore, waiting for it no later than ``deadline`` (else 504)."""
 
-    The question's captioner (for deeper captions) is metered into the stream's caption figures; the reasoner
-    is made from ``settings`` by :func:`lucy.query.factory.open_engine`.
-    """
-    from lucy.ingest import ZarrFrameStore
-    from lucy.query.factory import open_engine
+    def __init__(self, semaphore: asyncio.Semaphore, deadline: float, busy_with: str) -> None:
+        self.semaphore, self.deadline, self.busy_with = semaphore, deadline, busy_with
 
-    try:
-        await asyncio.to_thread(ZarrFrameStore.open, settings.data, stream)
-    except StoreError:
-        raise Conflict(f"stream {stream!r} has no frames yet; ask again once ingest has stored some") from None
-    inner = make_captioner(settings)
-    captioner = MeteredCaptioner(inner, caption_stats) if inner is not None else None
-    try:
-        async with open_engine(settings, stream, memory=memory, captioner=captioner) as engine:
-            run = engine.run(question, options)
-            async for step in run:
-                yield "step", step.to_json()
-            assert run.result is not None
-            yield "answer", run.result.to_json()
-    finally:
-        if captioner is not None:
-            await captioner.aclose()
+    async def __aenter__(self) -> None:
+        try:
+            await asyncio.wait_for(self.semaphore.acquire(), max(0.0, self.deadline - time.monotonic()))
+        except TimeoutError:
+            raise TimedOut(f"the server is busy with {self.busy_with}; try again later") from None
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.semaphore.release()
+
+
+async def _until(gone: Callable[[], Awaitable[bool]]) -> None:
+    while not await gone():
+        await asyncio.sleep(DISCONNECT_POLL_SECONDS)

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from lucy.memory.nodes import question_origin
+from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode, question_origin
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.reasoners.base import AnswerReply, EvidenceSpan, LocaliseReply, SelectReply
 
@@ -276,7 +276,24 @@ def test_tail_after_the_last_caption_is_captioned_on_demand(tmp_path, fakes, see
     assert [(s.start, s.end, s.caption_calls) for s in tail] == [(300, 330, 1)]
     assert "a red truck arrives" in seen
     node = seeded.nodes("cam", start=300, end=330, level="coarse")[0]
-    assert node.origin == question_origin(result.question_id) and node.end == pytest.approx(330)
+    assert node.origin == TAIL_ORIGIN and node.end == pytest.approx(330)
+
+
+def test_a_live_tail_is_held_once_however_many_questions_caption_it(tmp_path, fakes, seeded):
+    """Each question on a live stream captions the open tail again; memory keeps the newest caption of it only,
+    and the ingest caption of the whole span replaces it."""
+    frames = fakes.FakeFrames(duration=310)
+    captioner = fakes.FakeCaptioner(world)
+    engine = fakes.make_engine(tmp_path, frames=frames, captioner=captioner, memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=lambda q, m, f, n: AnswerReply(
+                                   answer="x", confident=True)))
+    for _ in range(5):
+        frames.append(None, frames.times()[-1:] + 4)  # the stream goes on between questions
+        run(engine, "What happened last?")
+    tails = [n for n in seeded.nodes("cam", start=300, level="coarse") if n.start == 300]
+    assert len(tails) == 1 and tails[0].origin == TAIL_ORIGIN and tails[0].end == pytest.approx(330)
+    seeded.add(MemoryNode(stream="cam", level="coarse", start=300, end=360, text="whole span"))
+    assert [n.origin for n in seeded.nodes("cam", start=300, level="coarse") if n.start == 300] == [INGEST_ORIGIN]
 
 
 def test_evidence_in_media_and_wall_clock_time(tmp_path, fakes, seeded):

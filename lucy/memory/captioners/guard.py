@@ -1,0 +1,96 @@
+"""A captioner that a question can rely on: bounded in flight, bounded in time, and quick to say it is down.
+
+A question that needs a deeper caption waits for it. Without a guard, a captioner whose server never replies
+holds every question that asks it for minutes (the client's own timeout, times its retries, times each span the
+loop tries), and those questions hold their slots. The guard, shared by every question of a process that uses
+the same captioner configuration, gives three promises:
+
+- at most ``max_in_flight`` captions run at once across all those questions;
+- a caption that takes longer than ``deadline_seconds`` fails (and is not waited for again);
+- after ``failures_to_open`` failures in a row the captioner counts as unavailable for ``open_seconds`` (a
+  circuit breaker): calls then fail at once with :class:`CaptionerUnavailable` instead of each waiting out a
+  timeout. After the pause one call is let through; its success closes the breaker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from lucy.config import Level
+from lucy.ingest.frames import Clip
+from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.nodes import Caption
+
+
+class CaptionerUnavailable(CaptionerError):
+    """The captioner failed repeatedly just now; nothing was sent (the breaker is open)."""
+
+
+class GuardedCaptioner(Captioner):
+    """Wraps a captioner shared by many questions: in-flight cap, per-call deadline, circuit breaker."""
+
+    def __init__(self, inner: Captioner, *, max_in_flight: int, deadline_seconds: float,
+                 failures_to_open: int = 2, open_seconds: float = 30.0) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.model = inner.model
+        self.deadline_seconds = deadline_seconds
+        self.failures_to_open = failures_to_open
+        self.open_seconds = open_seconds
+        self._max_in_flight = max_in_flight
+        self._slots: asyncio.Semaphore | None = None
+        self._failures = 0
+        self._last_error = ""
+        self._open_until = 0.0
+        self._probing = False
+
+    @property
+    def available(self) -> bool:
+        """False while the breaker is open."""
+        return time.monotonic() >= self._open_until
+
+    def _refuse_if_open(self) -> None:
+        now = time.monotonic()
+        if now < self._open_until or self._probing:
+            wait = max(0.0, self._open_until - now)
+            raise CaptionerUnavailable(
+                f"captioner {self.name} unavailable ({self._failures} failures in a row; last: {self._last_error}); "
+                f"next try in {wait:.0f} s")
+
+    async def describe(self, clip: Clip, instruction: str, *, level: Level) -> Caption:
+        self._refuse_if_open()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._max_in_flight)
+        probe = self._failures >= self.failures_to_open  # the breaker's pause is over: this call tests it
+        if probe:
+            self._probing = True
+        try:
+            async with self._slots:
+                if not probe:
+                    self._refuse_if_open()  # it may have opened while this call waited for a slot
+                try:
+                    caption = await asyncio.wait_for(self.inner.describe(clip, instruction, level=level),
+                                                     self.deadline_seconds)
+                except TimeoutError:
+                    self._failed(f"no caption within {self.deadline_seconds:g} s")
+                    raise CaptionerError(f"no caption within {self.deadline_seconds:g} s "
+                                         f"(query.caption_timeout_seconds)") from None
+                except CaptionerError as err:
+                    self._failed(str(err))
+                    raise
+        finally:
+            if probe:
+                self._probing = False
+        self._failures = 0
+        self._open_until = 0.0
+        return caption
+
+    def _failed(self, error: str) -> None:
+        self._failures += 1
+        self._last_error = error[:200]
+        if self._failures >= self.failures_to_open:
+            self._open_until = time.monotonic() + self.open_seconds
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

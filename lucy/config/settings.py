@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -55,6 +55,11 @@ class IngestSettings(_Section):
     decode_threads: int = Field(0, ge=0, le=64, description="FFmpeg decoder threads (0: automatic).")
     skip_non_reference_frames: bool = Field(
         True, description="Skip decoding frames nothing refers to when sampling sparsely (about 2x faster).")
+    max_source_pixels: int = Field(
+        40_000_000, ge=4096, le=1_000_000_000,
+        description="Largest picture a source may have (width x height; 8K is 33.2 million). A larger one is "
+                    "refused when the source opens, before any picture is decoded (a huge image costs "
+                    "gigabytes of memory).")
 
 
 DEFAULT_COARSE_INSTRUCTION = (
@@ -185,15 +190,30 @@ class ServiceSettings(_Section):
         None, validate_default=True, min_length=16, max_length=4096,
         description="Bearer token required on every endpoint but /healthz and /readyz (never logged). "
                     "Required to bind an address other than loopback.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, max_length=64,
+        description="Names clients may reach the server by (the Host header, without port), besides the bind "
+                    "address and, on loopback, localhost: e.g. a reverse proxy's public name. '*.example.com' "
+                    "matches its subdomains, '*' any name. Requests naming another host are refused (421), "
+                    "which stops DNS rebinding. Empty with a wildcard bind (0.0.0.0, ::): any name.")
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, le=1 << 30,
+        description="Largest request body accepted (bytes); larger ones, declared or streamed, are refused (413).")
     max_streams: int = Field(16, ge=1, le=1024, description="Streams one server ingests at once.")
     allowed_source_roots: list[Path] = Field(
         default_factory=list, max_length=64,
-        description="Directories local video files may be read from through the API (empty: any path).")
+        description="Directories local video files may be read from, by the server's streams and by `lucy "
+                    "ingest` (empty: any path). Playlists and concat lists in them may only name files inside "
+                    "them; symlinks are followed before the check.")
     resume_streams: bool = Field(True, description="Restart the streams that were running when the server stopped.")
     max_question_chars: int = Field(2000, ge=16, le=100_000, description="Longest question accepted (characters).")
     max_options: int = Field(16, ge=0, le=64, description="Most answer options a multiple-choice question may have.")
     max_concurrent_questions: int = Field(
         4, ge=1, le=256, description="Questions answered at once; more wait their turn (none is refused).")
+    max_questions_per_stream: int = Field(
+        2, ge=1, le=256,
+        description="Questions about one stream answered at once, so that one stream's slow captioner cannot take "
+                    "every slot (at most max_concurrent_questions in all).")
     question_timeout_seconds: float = Field(
         900.0, gt=0, le=86_400, description="A question not answered in this time fails with 504.")
     ingest_nice: int = Field(
@@ -209,6 +229,14 @@ class ServiceSettings(_Section):
         2.0, ge=0.1, le=300, description="How often stream figures are sampled for the dashboard and MQTT.")
     history_points: int = Field(
         900, ge=10, le=100_000, description="Samples of stream figures kept for the dashboard's charts.")
+    worker_restart_initial_seconds: float = Field(
+        1.0, gt=0, le=3600,
+        description="Wait before restarting a stream worker that died without ending its run (killed by the OS, "
+                    "crashed in native code); the wait doubles with each restart in a row.")
+    worker_restart_max_seconds: float = Field(
+        60.0, gt=0, le=86_400,
+        description="Longest wait between worker restarts. A worker that ran this long before dying counts as "
+                    "healthy: its restart waits worker_restart_initial_seconds again.")
 
     @field_validator("api_token")
     @classmethod
@@ -218,6 +246,32 @@ class ServiceSettings(_Section):
             raise ValueError(f"refusing to serve on {host!r} without an API token: set service.api_token "
                              f"(LUCY_SERVICE__API_TOKEN) or bind 127.0.0.1")
         return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        import ipaddress
+        import re
+
+        def ok(name: str) -> bool:
+            if ":" in name:  # only an IPv6 address has colons (a port does not belong here)
+                try:
+                    return isinstance(ipaddress.ip_address(name), ipaddress.IPv6Address)
+                except ValueError:
+                    return False
+            return len(name) <= 253 and re.fullmatch(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?", name) is not None
+
+        names = []
+        for raw in value:
+            name = raw.strip().lower().rstrip(".")
+            if name.startswith("[") and name.endswith("]"):
+                name = name[1:-1]
+            if not (name == "*" == raw.strip() or ok(name.removeprefix("*."))):
+                raise ValueError(f"service.allowed_hosts: {raw!r} is not a host name: give names as clients "
+                                 f"type them, without scheme, port or path (e.g. 'lucy.example.com', "
+                                 f"'*.example.com')")
+            names.append(name)
+        return names
 
 
 class MqttSettings(_Section):
@@ -304,6 +358,49 @@ class QuerySettings(_Section):
     tail_max_spans: int = Field(
         2, ge=0, le=1000,
         description="Uncaptioned coarse spans at the end of the horizon captioned on demand by a question.")
+    caption_timeout_seconds: float = Field(
+        60.0, gt=0, le=3600,
+        description="A caption a question waits for longer than this fails (the question answers from memory).")
+    captioner_failures_to_pause: int = Field(
+        2, ge=1, le=100,
+        description="Caption failures in a row after which questions stop calling the captioner for a while "
+                    "(they answer at once from memory, saying the captioner is unavailable).")
+    captioner_pause_seconds: float = Field(
+        30.0, gt=0, le=3600, description="How long questions leave a failing captioner alone before trying again.")
+
+
+_DECADE_SECONDS = 10 * 366 * 86_400
+GIB = 1 << 30
+
+
+class RetentionSettings(_Section):
+    """How long frames are kept (``lucy serve``'s storage maintainer). Memory text is always kept: only frames
+    go, so spans whose frames are gone can no longer be captioned again by questions."""
+
+    full_seconds: float = Field(
+        0.0, ge=0, le=_DECADE_SECONDS,
+        description="Frames older than this (media seconds behind the stream's newest frame) are thinned to the "
+                    "coarse level's rate (0: never).")
+    keep_seconds: float = Field(
+        0.0, ge=0, le=_DECADE_SECONDS,
+        description="Frames older than this are deleted (0: never). At least full_seconds when both are set.")
+    max_bytes: int = Field(
+        0, ge=0, le=1 << 60,
+        description="Cap on the bytes of stored frames in the data directory, all streams together: the oldest "
+                    "frames are deleted first (0: no cap).")
+    min_free_bytes: int = Field(
+        GIB, ge=0, le=1 << 60,
+        description="Free space kept on the data directory's disk: before it falls below this, the oldest frames "
+                    "are deleted (0: no floor).")
+    interval_seconds: float = Field(
+        10.0, ge=0.1, le=3600, description="How often the maintainer applies these rules.")
+
+    @model_validator(mode="after")
+    def _keep_after_full(self) -> RetentionSettings:
+        if self.full_seconds and self.keep_seconds and self.keep_seconds < self.full_seconds:
+            raise ValueError(f"retention.keep_seconds ({self.keep_seconds:g}) is below retention.full_seconds "
+                             f"({self.full_seconds:g}): frames would be deleted before they are thinned")
+        return self
 
 
 class LucySettings(BaseSettings):
@@ -321,6 +418,7 @@ class LucySettings(BaseSettings):
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     reasoner: ReasonerSettings = Field(default_factory=ReasonerSettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @field_validator("preset")
     @classmethod

@@ -59,11 +59,31 @@ class StreamInfo:
     complete: bool  # a file was decoded to its end
     lost: str | None  # what a damaged source could not give
     gaps: list[Gap] = field(default_factory=list)
+    expired_before: float = 0.0  # retention deleted every frame before this media time (memory text is kept)
+    thinned_before: float = 0.0  # frames before this media time were thinned to a coarse rate by retention
 
     @property
     def media_seconds(self) -> float:
         """Media time covered so far (the end of the last stored frame's sampling interval)."""
         return 0.0 if self.last_time is None else self.last_time + 1.0 / self.stored_fps
+
+
+@dataclass(frozen=True)
+class RetentionState:
+    """What retention has deleted from a stream's frames (see :mod:`lucy.ingest.retention`).
+
+    Frames before ``dropped_before`` are gone. Between ``dropped_before`` and ``thinned_before`` only the first
+    frame of each ``1 / fps`` slot is left, ``fps`` being the rate of the thinning segment the frame lies in
+    (``thinned``: ``(before, fps)`` pairs in time order, each covering media time up to its ``before``).
+    """
+
+    dropped_before: float = 0.0
+    thinned: tuple[tuple[float, float], ...] = ()
+    bytes_freed: int = 0  # by retention over the stream's life
+
+    @property
+    def thinned_before(self) -> float:
+        return max(self.dropped_before, self.thinned[-1][0]) if self.thinned else self.dropped_before
 
 
 class FrameStore(ABC):
@@ -81,15 +101,25 @@ class FrameStore(ABC):
 
     @abstractmethod
     def times(self) -> np.ndarray:
-        """Media times of all committed frames."""
+        """Media times of the committed frames a reader can get back (those retention has not deleted)."""
 
     @abstractmethod
     def read(self, start: float, end: float, fps: float | None = None) -> Clip:
-        """Committed frames with ``start <= t < end``, thinned to about ``fps`` (None: all stored frames)."""
+        """Committed frames with ``start <= t < end``, thinned to about ``fps`` (None: all stored frames).
+        Frames deleted by retention are never returned (a span whose frames expired gives an empty clip)."""
 
     @abstractmethod
     def info(self) -> StreamInfo:
         """The stream's description and progress."""
+
+    def available_from(self) -> float:
+        """Media time before which retention has deleted every frame (0.0: none deleted). Memory text of that
+        time is kept; only its frames are gone, so it cannot be captioned again."""
+        return 0.0
+
+    def retention_state(self) -> RetentionState:
+        """What retention has deleted so far (nothing, for stores without retention)."""
+        return RetentionState()
 
 
 def pick_rate(times: np.ndarray, start: float, end: float, fps: float | None) -> np.ndarray:

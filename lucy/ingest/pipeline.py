@@ -20,13 +20,15 @@ import numpy as np
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import Gap
+from lucy.ingest.lock import Holder, stream_lock
 from lucy.ingest.sampler import Sampler, fit_size
-from lucy.ingest.source import Frame, Source, open_source, source_identity
+from lucy.ingest.source import Frame, Source, open_source, source_identity, source_matches, stored_source_id
 from lucy.ingest.zarr_store import ZarrFrameStore, frames_root
 
 log = logging.getLogger(__name__)
 
 _QUEUE_FRAMES = 16
+LOCK_WAIT_SECONDS = 0.5  # rides over a server's probe of the lock (lucy.ingest.lock.probe), never a writer
 _DONE = object()
 
 
@@ -77,10 +79,12 @@ class Ingestor:
     """Runs one source into one stream of a data directory. :meth:`run` blocks; :meth:`stop` ends it."""
 
     def __init__(self, settings: LucySettings, source: str, stream: str, *, realtime: bool = False,
-                 on_commit: Callable[[ZarrFrameStore, IngestStats], None] | None = None) -> None:
+                 on_commit: Callable[[ZarrFrameStore, IngestStats], None] | None = None,
+                 holder: Holder | None = None) -> None:
         self.settings = settings
         self.spec = source
         self.stream = stream
+        self.holder = holder  # who the stream's writer lock names (default: this process)
         self.realtime = realtime
         self.on_commit = on_commit
         self.stats = IngestStats(stream)
@@ -99,18 +103,25 @@ class Ingestor:
         fps = self.settings.levels.finest_fps
         if (frames_root(data) / self.stream / "zarr.json").is_file():
             self.store = ZarrFrameStore.open_writer(data, self.stream)
-            held = self.store.attrs["source_id"]
-            description, source_id = source_identity(self.spec)
-            if held != source_id:
+            if not source_matches(self.store.attrs["source_id"], self.spec):
                 raise StoreError(f"stream {self.stream!r} already holds another source "
                                  f"({self.store.attrs['source']}); choose another --stream name")
             resume_after, wall_start = self.store.attrs["last_time"], self.store.attrs["wall_start"]
             fps = self.store.attrs["stored_fps"]  # a stream keeps the rate it was created with
+        # The roots are checked again here, not only by the API: a playlist may have changed since.
         source = open_source(self.spec, self.settings.ingest, resume_after=resume_after,
-                             wall_start=wall_start, realtime=self.realtime)
+                             wall_start=wall_start, realtime=self.realtime,
+                             allowed_roots=self.settings.service.allowed_source_roots)
         return source, fps
 
     def run(self) -> IngestResult:
+        """Ingest until the source ends or :meth:`stop`, as the stream's one writer: the stream's lock is held
+        for the whole run, from before its store is created or resumed (a second writer fails at once with
+        :class:`lucy.ingest.lock.LockHeld`)."""
+        with stream_lock(self.settings.data, self.stream, self.holder).acquire(LOCK_WAIT_SECONDS):
+            return self._run()
+
+    def _run(self) -> IngestResult:
         source, fps = self._open()
         if self.settings.ingest.skip_non_reference_frames:
             source.skip_unneeded_frames(fps)
@@ -215,9 +226,9 @@ class Ingestor:
             assert isinstance(item, Frame)
             if size is None:
                 size = fit_size(item.video.width, item.video.height, s.frame_width, s.frame_height)
-                description, source_id = source_identity(self.spec)
                 self.store = ZarrFrameStore.create(
-                    self.settings.data, self.stream, source=description, source_id=source_id,
+                    self.settings.data, self.stream, source=source_identity(self.spec)[0],
+                    source_id=stored_source_id(self.spec),
                     live=source.live, width=size[0], height=size[1], stored_fps=fps,
                     codec=s.codec, quality=s.jpeg_quality)
             if self.stats.media_start is None:

@@ -6,11 +6,16 @@
   exponential backoff. Media time is anchored to the wall clock at the stream's start, so time spent
   disconnected shows up as a :class:`Gap` and media time never runs backwards.
 - URLs are shown redacted (``user:***@``) everywhere; FFmpeg's own error text is never printed with the URL.
+- Pictures larger than ``ingest.max_source_pixels`` are refused when the source opens, before any is decoded.
+- With ``service.allowed_source_roots`` set, a local file, and every file a playlist in it names, must lie inside
+  those folders (:mod:`lucy.ingest.roots`).
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import hmac
 import logging
 import math
 import os
@@ -18,8 +23,9 @@ import re
 import ssl
 import threading
 import time
+import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -30,18 +36,26 @@ import av.error
 from lucy.config import IngestSettings
 from lucy.errors import SourceError
 from lucy.ingest.frames import Gap
+from lucy.ingest.roots import LOCAL_FILE_OPTIONS, check_local_source
 
 log = logging.getLogger(__name__)
 
 LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
-# The password runs to the last "@" of the word: FFmpeg accepts an unescaped "@" in it, and a stray "/" must not
-# leave the rest of the secret on show either (over-redacting an odd URL is the safe side to err on).
-# A user name without a password may itself be the secret (https://TOKEN@host): then all of it is hidden.
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*)(?P<password>:[^\s]*)?@")
-# Query parameters that carry secrets in camera and CDN URLs (?token=, &api_key=, &X-Amz-Signature=, &pwd=...).
+# The password runs to the last "@" on the line before the next URL: FFmpeg accepts an unescaped "@", "/" or
+# space in it, and none of them may leave the rest of the secret on show (over-redacting an odd line is the safe
+# side to err on). The user name may hold spaces too. A user name without a password may itself be the secret
+# (https://TOKEN@host): then all of it is hidden.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\n]*)"
+                       r"(?P<password>:(?:(?![a-zA-Z][a-zA-Z0-9+.-]*://)[^\n])*)?@")
+# Query parameters that carry secrets in camera, CDN and SRT URLs (?token=, &api_key=, &X-Amz-Signature=, &pwd=,
+# &passphrase=, &sessionid=...): a secret word anywhere in the name (a harmless &keyframes= is hidden too).
 _SECRET_PARAM = re.compile(
-    r"(?P<name>[?&;][\w.-]*?(?:token|key|secret|pass(?:word|wd)?|pwd|auth\w*|sig(?:nature)?|credential\w*)=)"
+    r"(?P<name>[?&;][\w.-]*?(?:token|key|secret|pass|pwd|auth|sig|credential|session|jwt)[\w.-]*=)"
     r"[^&#;\s]+", re.IGNORECASE)
+# How a frame store keeps its source's identity (which may hold a ?token=): salted and slowed down, so that a
+# weak camera password in a query string cannot be read back from zarr.json by trying likely ones.
+_ID_SCHEME = "pbkdf2-sha256"
+_ID_ITERATIONS = 100_000
 # Skip non-reference frames only when the source has at least this many frames per sampled frame.
 _SKIP_RATE_FACTOR = 4
 # A pts jump backwards by more than this (seconds) is a timestamp reset, not reordering noise.
@@ -124,7 +138,8 @@ def _ffmpeg_reason(err: BaseException) -> str:
 
 
 def source_identity(spec: str) -> tuple[str, str]:
-    """``(description, source_id)`` of a source spec: the redacted text to show, and what resume compares."""
+    """``(description, identity)`` of a source spec: the redacted text to show, and what tells two sources
+    apart (scheme, host, port, path and query: it may hold secrets, so store :func:`stored_source_id` instead)."""
     if "://" not in spec or spec.lower().startswith("file://"):
         path = urlsplit(spec).path if "://" in spec else spec
         return path, str(Path(path).resolve())
@@ -135,11 +150,39 @@ def source_identity(spec: str) -> tuple[str, str]:
     return redact_url(spec), urlunsplit((parts.scheme.lower(), host, parts.path, parts.query, ""))
 
 
+def _id_digest(identity: str, salt: bytes, iterations: int) -> str:
+    return hashlib.pbkdf2_hmac("sha256", identity.encode(), salt, iterations).hex()
+
+
+def stored_source_id(spec: str) -> str:
+    """What a frame store keeps to recognise its source on resume: a salted hash of the source's identity,
+    ``pbkdf2-sha256:<iterations>:<salt>:<digest>`` (the identity may carry a ``?token=``; it is never stored)."""
+    salt = os.urandom(16)
+    identity = source_identity(spec)[1]
+    return f"{_ID_SCHEME}:{_ID_ITERATIONS}:{salt.hex()}:{_id_digest(identity, salt, _ID_ITERATIONS)}"
+
+
+def source_matches(held: str, spec: str) -> bool:
+    """Whether a frame store's ``source_id`` was made from the source ``spec`` names.
+
+    Stores written before identities were hashed hold the plain identity: those still match.
+    """
+    identity = source_identity(spec)[1]
+    scheme, _, rest = held.partition(":")
+    if scheme != _ID_SCHEME:
+        return hmac.compare_digest(held.encode(), identity.encode())
+    try:
+        iterations, salt, digest = rest.split(":")
+        return hmac.compare_digest(_id_digest(identity, bytes.fromhex(salt), int(iterations)), digest)
+    except ValueError:
+        return False  # a damaged source_id matches nothing
+
+
 class Source(ABC):
     """A video source. Iterate :meth:`frames`; call :meth:`stop` from another thread to end it early."""
 
     description: str  # redacted, safe to show
-    source_id: str  # identifies the source across runs (resume refuses a different one)
+    source_id: str  # tells it from other sources; may hold a secret, so stores keep stored_source_id() instead
     live: bool
 
     def __init__(self) -> None:
@@ -231,14 +274,65 @@ def _frame_time(frame: av.VideoFrame) -> float | None:
     return None if frame.pts is None or frame.time_base is None else float(frame.pts * frame.time_base)
 
 
-def _video_stream(container: av.container.InputContainer, what: str, threads: int) -> av.VideoStream:
+def _picture_options(settings: IngestSettings) -> dict[str, str]:
+    """FFmpeg options that keep its decoders from allocating pictures over ``ingest.max_source_pixels``.
+
+    Opening an image source decodes it to learn its size: a 16000x16000 PNG took 770 MB before any check could
+    run. With ``max_pixels`` FFmpeg refuses such a picture without allocating it.
+    """
+    return {"max_pixels": str(settings.max_source_pixels)}
+
+
+def _image_size(path: str, limit: int) -> tuple[str, int] | None:
+    """``(size as text, pixels)`` of an image file read from its header alone, or None if it is no image."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                width, height = image.size
+    except Image.DecompressionBombError:
+        bomb = 2 * (Image.MAX_IMAGE_PIXELS or 0)  # Pillow refuses to read the header of larger images
+        return (f"over {bomb:,} pixels", bomb + 1) if limit < bomb else None
+    except (OSError, ValueError, SyntaxError):  # not an image Pillow knows (UnidentifiedImageError is an OSError)
+        return None
+    return f"{width}x{height} = {width * height:,} pixels", width * height
+
+
+def _check_picture_size(stream: av.VideoStream, what: str, settings: IngestSettings,
+                        local_path: str | None) -> None:
+    limit = settings.max_source_pixels
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width and height:
+        size: tuple[str, int] | None = (f"{width}x{height} = {width * height:,} pixels", width * height)
+    elif local_path is not None:
+        # FFmpeg learns an image's size by decoding it, which max_pixels stopped: read the file's header instead.
+        size = _image_size(local_path, limit)
+    else:
+        size = None  # unknown until decoded: the decoder's max_pixels still refuses an oversized picture
+    if size is not None and size[1] > limit:
+        raise SourceError(f"{what} has pictures of {size[0]}, more than ingest.max_source_pixels "
+                          f"({limit:,}) allows")
+
+
+def _video_stream(container: av.container.InputContainer, what: str, settings: IngestSettings,
+                  local_path: str | None = None) -> av.VideoStream:
+    """The first video stream, checked against ``ingest.max_source_pixels`` and set up for decoding."""
     if not container.streams.video:
         container.close()
         raise SourceError(f"{what} has no video stream")
     stream = container.streams.video[0]
+    try:
+        _check_picture_size(stream, what, settings, local_path)
+    except SourceError:
+        container.close()
+        raise
     stream.thread_type = "AUTO"
-    if threads:
-        stream.codec_context.thread_count = threads
+    if settings.decode_threads:
+        stream.codec_context.thread_count = settings.decode_threads
+    # The decoder holds later pictures to the same limit (a stream may change its size midway).
+    stream.codec_context.options = {**stream.codec_context.options, **_picture_options(settings)}
     return stream
 
 
@@ -248,7 +342,9 @@ class FileSource(Source):
     live = False
 
     def __init__(self, path: str, settings: IngestSettings, *, resume_after: float | None = None,
-                 realtime: bool = False) -> None:
+                 realtime: bool = False, allowed_roots: Iterable[str | os.PathLike[str]] = ()) -> None:
+        """Open ``path`` (a local file, or a finite network resource). With ``allowed_roots``, a local file and
+        every file a playlist or concat list in it names must lie inside those folders."""
         super().__init__()
         self.path = path
         self.description, self.source_id = source_identity(path)
@@ -260,13 +356,21 @@ class FileSource(Source):
             raise SourceError(f"no such file: {path}")
         if not is_url and os.path.isdir(path):
             raise SourceError(f"{path} is a directory, not a video file")
+        options = {**tls_options(path, settings), **_picture_options(settings)}
+        name = path
+        roots = list(allowed_roots)
+        if not is_url and roots:
+            # Checked here as well as by the API: the file may have changed since. FFmpeg gets the resolved name
+            # that was checked, and no network protocol (a second wall should a list entry slip through).
+            name = str(check_local_source(path, roots))
+            options.update(LOCAL_FILE_OPTIONS)
         try:
-            self._container = av.open(path, options=tls_options(path, settings),
+            self._container = av.open(name, options=options,
                                       timeout=(settings.connect_timeout_seconds, settings.read_timeout_seconds))
         except (av.error.FFmpegError, OSError) as err:
             raise SourceError(f"cannot read {self.description} as video: {_ffmpeg_reason(err)}"
                               f"{_tls_hint(path, settings) if _is_eio(err) else ''}") from None
-        self._stream = _video_stream(self._container, self.description, settings.decode_threads)
+        self._stream = _video_stream(self._container, self.description, settings, None if is_url else name)
 
     def _expected_duration(self) -> float | None:
         s = self._stream
@@ -362,6 +466,7 @@ class LiveSource(Source):
         else:
             options = {"rw_timeout": backstop, "reconnect": "0"}
         options.update(tls_options(self.url, s))
+        options.update(_picture_options(s))
         return av.open(self.url, options=options, timeout=(s.connect_timeout_seconds, read_timeout))
 
     def _why(self, err: BaseException, opening_since: float | None = None) -> str:
@@ -383,7 +488,7 @@ class LiveSource(Source):
             opened_at, opening_since = time.time(), time.monotonic()
             try:
                 container = self._open()
-                stream = _video_stream(container, self.description, s.decode_threads)
+                stream = _video_stream(container, self.description, s)
             except (av.error.FFmpegError, OSError) as err:
                 if not connected:
                     raise SourceError(
@@ -439,13 +544,19 @@ class LiveSource(Source):
 
 
 def open_source(spec: str, settings: IngestSettings, *, resume_after: float | None = None,
-                wall_start: float | None = None, realtime: bool = False) -> Source:
-    """Pick the source type from ``spec``: a path, ``rtsp://``, or ``http(s)://`` (live when unbounded)."""
+                wall_start: float | None = None, realtime: bool = False,
+                allowed_roots: Iterable[str | os.PathLike[str]] = ()) -> Source:
+    """Pick the source type from ``spec``: a path, ``rtsp://``, or ``http(s)://`` (live when unbounded).
+
+    ``allowed_roots`` (``service.allowed_source_roots``) confines local files, and what playlists in them name,
+    to those folders; empty: any path.
+    """
     scheme = urlsplit(spec).scheme.lower() if "://" in spec else ""
     if not scheme:
-        return FileSource(spec, settings, resume_after=resume_after, realtime=realtime)
+        return FileSource(spec, settings, resume_after=resume_after, realtime=realtime, allowed_roots=allowed_roots)
     if scheme == "file":
-        return FileSource(urlsplit(spec).path, settings, resume_after=resume_after, realtime=realtime)
+        return FileSource(urlsplit(spec).path, settings, resume_after=resume_after, realtime=realtime,
+                          allowed_roots=allowed_roots)
     if scheme not in LIVE_SCHEMES:
         raise SourceError(f"unsupported source scheme {scheme!r}: use a file path, rtsp://, http:// or https://")
     if scheme in ("http", "https"):

@@ -5,16 +5,26 @@ frame is its own chunk, and zarr writes every file atomically (temporary file + 
 written first; only then is the group's ``committed`` attribute raised. Readers trust ``committed`` alone,
 so a crash (even ``kill -9``) leaves a store whose committed prefix is complete; a resumed writer simply
 overwrites the uncommitted tail.
+
+Retention (:meth:`ZarrFrameStore.thin_before`, :meth:`ZarrFrameStore.drop_before`) deletes old frames' chunk
+files. The writer owns ``zarr.json`` (it rewrites all its attributes), so what retention deleted is kept in a
+small file of its own, ``retention.json`` beside it, written by the one retention owner of the data directory
+(``lucy serve``'s maintainer). Readers never return a deleted frame: which frames retention keeps follows from
+the times array and that file alone (:func:`kept_mask`); the file is published *before* any chunk is deleted,
+and a read checks it again after reading, so a frame deleted meanwhile is left out rather than shown black.
+Retention never deletes the newest committed frame, and the writer only writes at or after the committed count,
+so the two never touch the same chunk.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +35,15 @@ from zarr.codecs import BytesCodec, ZstdCodec
 
 from lucy.errors import StoreError
 from lucy.ingest.codecs import JpegCodec, JpegXlCodec
-from lucy.ingest.frames import Clip, FrameStore, Gap, StreamInfo, check_stream_name, pick_rate
+from lucy.ingest.frames import Clip, FrameStore, Gap, RetentionState, StreamInfo, check_stream_name, pick_rate
+from lucy.ingest.source import redact_url
 
 FORMAT_VERSION = 1
 _GROW_FRAMES = 4096  # capacity step: one metadata rewrite per 4096 frames
 _TIMES_CHUNK = 16_384
+RETENTION_FILE = "retention.json"
+_RETENTION_FORMAT = 1
+_SLOT_EPS = 1e-9
 
 
 def frames_root(data: Path) -> Path:
@@ -56,6 +70,32 @@ def ensure_frames_root(data: Path) -> None:
             raise
 
 
+def kept_mask(times: np.ndarray, lo: int, hi: int, state: RetentionState) -> np.ndarray:
+    """Which of the frames ``lo <= i < hi`` retention keeps under ``state``: none before ``dropped_before``, and
+    in a thinned segment only the first frame of each ``1 / fps`` slot (a frame whose slot differs from its
+    predecessor's). Decided from the times alone, so the deleting process and every reader agree."""
+    x = times[lo:hi]
+    keep = x >= state.dropped_before
+    if state.thinned and len(x):
+        prev = np.empty_like(x)
+        prev[0] = times[lo - 1] if lo > 0 else -np.inf
+        prev[1:] = x[:-1]
+        begin = -np.inf
+        for before, fps in state.thinned:
+            segment = (x >= begin) & (x < before)
+            if segment.any():
+                first = np.floor(x * fps + _SLOT_EPS) != np.floor(prev * fps + _SLOT_EPS)
+                keep &= ~segment | first
+            begin = before
+    return keep
+
+
+def _state_of(doc: dict[str, Any]) -> RetentionState:
+    return RetentionState(dropped_before=float(doc.get("dropped_before", 0.0)),
+                          thinned=tuple((float(b), float(f)) for b, f in doc.get("thinned", ())),
+                          bytes_freed=int(doc.get("bytes_freed", 0)))
+
+
 def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
     if codec == "jpeg":
         return JpegCodec(quality=quality), ()
@@ -78,6 +118,16 @@ class ZarrFrameStore(FrameStore):
         self._frames: zarr.Array | None = None
         self._times: zarr.Array | None = None
         self._capacity = -1
+        # retention: the record's cache (by inode and mtime), the byte count, the kept-frames cache
+        self._rlock = threading.RLock()
+        self._rkey: tuple[int, int, int] | None = None
+        self._rdoc: dict[str, Any] = {}
+        self._rstate = RetentionState()
+        self._bytes: int | None = None
+        self._counted = 0
+        self._acct_key: tuple[int, int, int] | None | bool = False
+        self._head: tuple[RetentionState, int, np.ndarray] | None = None
+        self._chunk_key: Any = None
         self._attrs = self._read_attrs()
         if self._attrs.get("format") != FORMAT_VERSION:
             raise StoreError(f"{path} is not a Lucy frame store of format {FORMAT_VERSION}")
@@ -104,7 +154,8 @@ class ZarrFrameStore(FrameStore):
         cls, data: Path, name: str, *, source: str, source_id: str, live: bool,
         width: int, height: int, stored_fps: float, codec: str, quality: int,
     ) -> ZarrFrameStore:
-        """Create a new stream. ``source_id`` is kept so that a resumed ingest can refuse another source."""
+        """Create a new stream. ``source_id`` is kept so that a resumed ingest can refuse another source: pass
+        :func:`lucy.ingest.source.stored_source_id`, never an identity in clear. ``source`` is stored redacted."""
         path = frames_root(data) / check_stream_name(name)
         if path.exists():
             raise StoreError(f"stream {name!r} already exists in {data}")
@@ -118,7 +169,7 @@ class ZarrFrameStore(FrameStore):
         group.create_array("times", shape=(0,), chunks=(_TIMES_CHUNK,), dtype="float64",
                            compressors=(ZstdCodec(level=3),), fill_value=math.nan)
         group.update_attributes({
-            "format": FORMAT_VERSION, "source": source, "source_id": source_id, "live": live,
+            "format": FORMAT_VERSION, "source": redact_url(source), "source_id": source_id, "live": live,
             "stored_fps": stored_fps, "width": width, "height": height, "codec": codec,
             "committed": 0, "first_time": None, "last_time": None, "wall_start": None,
             "complete": False, "lost": None, "gaps": [], "created": time.time(),
@@ -161,11 +212,13 @@ class ZarrFrameStore(FrameStore):
 
     def info(self) -> StreamInfo:
         a = self._read_attrs() if not self._writable else self._attrs
+        state = self.retention_state()
         return StreamInfo(
             name=self.name, source=a["source"], live=a["live"], frames=a["committed"],
             first_time=a["first_time"], last_time=a["last_time"], stored_fps=a["stored_fps"],
             width=a["width"], height=a["height"], codec=a["codec"], wall_start=a["wall_start"],
-            complete=a["complete"], lost=a["lost"], gaps=[Gap(**g) for g in a["gaps"]])
+            complete=a["complete"], lost=a["lost"], gaps=[Gap(**g) for g in a["gaps"]],
+            expired_before=state.dropped_before, thinned_before=state.thinned_before)
 
     # ----------------------------------------------------------------------------------- arrays
 
@@ -203,7 +256,8 @@ class ZarrFrameStore(FrameStore):
             self._times_cache = np.concatenate([self._times_cache, np.asarray(times, dtype=np.float64)])
         return n + k
 
-    def times(self) -> np.ndarray:
+    def _all_times(self) -> np.ndarray:
+        """Media times of every committed frame, deleted by retention or not (frame i is shown at times[i])."""
         with self._lock:
             n = self.committed()
             have = len(self._times_cache)
@@ -212,21 +266,239 @@ class ZarrFrameStore(FrameStore):
                 self._times_cache = np.concatenate([self._times_cache, times_arr[have:n]])
             return self._times_cache[:n]
 
+    def times(self) -> np.ndarray:
+        times = self._all_times()
+        state = self.retention_state()
+        if state.thinned_before <= 0.0:
+            return times
+        return times[self._available(times, 0, len(times), state)]
+
+    def _available(self, times: np.ndarray, lo: int, hi: int, state: RetentionState) -> np.ndarray:
+        """Indices ``lo <= i < hi`` of the frames retention kept (everything from ``thinned_before`` on is kept;
+        the kept frames before it are cached per retention state)."""
+        cut = int(np.searchsorted(times, state.thinned_before, side="left"))
+        if cut <= lo:
+            return np.arange(lo, hi)
+        if lo == 0 and hi >= cut:
+            head = self._head
+            if head is None or head[0] != state or head[1] != cut:
+                head = (state, cut, np.flatnonzero(kept_mask(times, 0, cut, state)))
+                self._head = head
+            kept = head[2]
+        else:
+            kept = lo + np.flatnonzero(kept_mask(times, lo, min(cut, hi), state))
+        return np.concatenate([kept, np.arange(max(cut, lo), hi)]) if hi > cut else kept
+
     def read(self, start: float, end: float, fps: float | None = None) -> Clip:
-        times = self.times()
-        index = pick_rate(times, start, end, fps)
+        times = self._all_times()
+        state = self.retention_state()
+        lo, hi = (int(i) for i in np.searchsorted(times, [start, end], side="left"))
+        available = self._available(times, lo, hi, state)
+        index = available[pick_rate(times[available], start, end, fps)]
         if len(index) == 0:
-            h, w = self._attrs["height"], self._attrs["width"]
-            return Clip(np.empty((0, h, w, 3), dtype=np.uint8), np.empty(0))
+            return self._empty_clip()
         with self._lock:
             frames_arr, _ = self._arrays(len(times))
-        lo, hi = int(index[0]), int(index[-1]) + 1
-        if hi - lo == len(index):
-            frames = frames_arr[lo:hi]
+        first, last = int(index[0]), int(index[-1]) + 1
+        if last - first == len(index):
+            frames = frames_arr[first:last]
         else:
             frames = frames_arr.get_orthogonal_selection((index,))
+        after = self.retention_state()
+        if after != state:  # retention went on while the chunks were read: leave out what it may have deleted
+            keep = np.isin(index, self._available(times, first, last, after))
+            frames, index = np.asarray(frames)[keep], index[keep]
+            if len(index) == 0:
+                return self._empty_clip()
         return Clip(np.asarray(frames), times[index].copy())
 
+    def _empty_clip(self) -> Clip:
+        h, w = self._attrs["height"], self._attrs["width"]
+        return Clip(np.empty((0, h, w, 3), dtype=np.uint8), np.empty(0))
+
+    # ----------------------------------------------------------------------------------- retention
+
+    def retention_state(self) -> RetentionState:
+        with self._rlock:
+            return self._retention()[1]
+
+    def available_from(self) -> float:
+        return self.retention_state().dropped_before
+
+    def _retention(self) -> tuple[dict[str, Any], RetentionState]:
+        """The retention record, read again only when the file changed (a new file has a new inode)."""
+        path = self.path / RETENTION_FILE
+        try:
+            st = os.stat(path)
+            key: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            key = None
+        if key != self._rkey:
+            doc: dict[str, Any] = {}
+            if key is not None:
+                try:
+                    doc = json.loads(path.read_bytes())
+                except FileNotFoundError:  # replaced meanwhile: the next look reads the new one
+                    return self._rdoc, self._rstate
+                except ValueError as err:
+                    raise StoreError(f"{path} is damaged: {err}") from None
+                if doc.get("format") != _RETENTION_FORMAT:
+                    raise StoreError(f"{path} is not a retention record of format {_RETENTION_FORMAT}")
+            self._rkey, self._rdoc, self._rstate = key, doc, _state_of(doc)
+        return self._rdoc, self._rstate
+
+    def _chunk_path(self, i: int) -> Path:
+        if self._chunk_key is None:
+            with self._lock:
+                frames_arr, _ = self._arrays(0)
+            self._chunk_key = frames_arr.metadata.encode_chunk_key
+        return self.path / "frames" / self._chunk_key((i, 0, 0, 0))
+
+    def _chunk_size(self, i: int) -> int:
+        try:
+            return os.stat(self._chunk_path(i)).st_size
+        except FileNotFoundError:
+            return 0
+
+    def _account(self, times: np.ndarray) -> int:
+        """Bytes of the stored frames: taken from the retention record (whenever it changed), plus one stat for
+        each frame committed since the record counted."""
+        doc, state = self._retention()
+        if self._acct_key != self._rkey or self._bytes is None:
+            if "counted_frames" in doc:
+                self._counted, self._bytes = int(doc["counted_frames"]), int(doc["bytes_stored"])
+            elif self._bytes is None:  # no record yet: count every frame once (its count is saved with the record)
+                self._counted, self._bytes = int(np.searchsorted(times, state.dropped_before)), 0
+            self._acct_key = self._rkey
+        n = len(times)
+        if self._counted < n:
+            self._bytes += sum(self._chunk_size(i) for i in range(self._counted, n))
+            self._counted = n
+        return self._bytes
+
     def stored_bytes(self) -> int:
-        """Bytes on disk of the committed frames (for benchmarks and `lucy streams`)."""
-        return sum(f.stat().st_size for f in (self.path / "frames").rglob("*") if f.is_file())
+        """Bytes on disk of the stored frames' chunks. Counted once per stream (one stat per frame), then kept up
+        to date cheaply: frames committed since the last count are stat'ed, and retention subtracts what it
+        deletes; the count is saved in the retention record, so another process does not count again."""
+        with self._rlock:
+            return self._account(self._all_times())
+
+    def save_accounting(self) -> None:
+        """Save the byte count in the retention record if it moved (retention owner only)."""
+        with self._rlock:
+            self._account(self._all_times())
+            doc, state = self._retention()
+            if (doc.get("counted_frames"), doc.get("bytes_stored")) != (self._counted, self._bytes):
+                self._write_retention(state, pending=doc.get("pending"))
+
+    def _write_retention(self, state: RetentionState, *, pending: list[int] | None) -> None:
+        """Replace the retention record atomically (temporary file, fsync, rename)."""
+        doc = {"format": _RETENTION_FORMAT, "dropped_before": state.dropped_before,
+               "thinned": [list(seg) for seg in state.thinned], "thinned_before": state.thinned_before,
+               "bytes_freed": state.bytes_freed, "bytes_stored": self._bytes, "counted_frames": self._counted,
+               "pending": pending, "updated": time.time()}
+        path = self.path / RETENTION_FILE
+        tmp = self.path / f".{RETENTION_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        st = os.stat(path)
+        self._rkey, self._rdoc, self._rstate = (st.st_ino, st.st_mtime_ns, st.st_size), doc, state
+        self._acct_key = self._rkey
+
+    def _delete(self, times: np.ndarray, lo: int, hi: int, state: RetentionState) -> list[tuple[Path, int]]:
+        """Chunks of ``[lo, hi)`` that ``state`` does not keep and that are still on disk, with their sizes."""
+        out = []
+        for i in lo + np.flatnonzero(~kept_mask(times, lo, hi, state)):
+            path = self._chunk_path(int(i))
+            try:
+                out.append((path, os.stat(path).st_size))
+            except FileNotFoundError:
+                continue
+        return out
+
+    def _unlink(self, chunks: list[tuple[Path, int]]) -> None:
+        frames_dir = self.path / "frames"
+        for path, _ in chunks:
+            path.unlink(missing_ok=True)
+            parent = path.parent
+            while parent != frames_dir and parent.parent != frames_dir:  # c/<i>/0/0 ... c/<i>; never c/ itself
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+                parent = parent.parent
+
+    def _apply(self, change: Any) -> int:
+        """Move the retention record to ``change(state, times)`` -> (state, lo, hi), then delete the chunks of
+        ``[lo, hi)`` the new state does not keep. The record is published first (so readers leave those frames
+        out before they go), with the range as ``pending``: a crash mid-way is finished by the next call."""
+        with self._rlock:
+            times = self._all_times()
+            if len(times) < 2:
+                return 0
+            doc, state = self._retention()
+            self._account(times)
+            pending = doc.get("pending")
+            if pending:  # a deletion that did not finish: its bytes were subtracted already
+                lo, hi = int(pending[0]), min(int(pending[1]), len(times))
+                self._unlink(self._delete(times, lo, hi, state))
+                self._write_retention(state, pending=None)
+            new, lo, hi = change(state, times)
+            if new == state:
+                return 0
+            chunks = self._delete(times, lo, hi, new)
+            freed = sum(size for _, size in chunks)
+            assert self._bytes is not None
+            self._bytes -= freed
+            new = replace(new, bytes_freed=state.bytes_freed + freed)
+            try:
+                self._write_retention(new, pending=[lo, hi])
+            except BaseException:  # nothing was deleted (a full disk refuses even this small file)
+                self._bytes += freed
+                raise
+            self._unlink(chunks)
+            self._write_retention(new, pending=None)
+            return freed
+
+    def thin_before(self, t: float, keep_fps: float) -> int:
+        """Thin the frames before media time ``t`` to ``keep_fps``: delete every frame that is not the first of
+        its ``1 / keep_fps`` slot (a stretch thinned before keeps the rate it was thinned at). Never touches the
+        newest committed frame. Returns the bytes freed. For the data directory's one retention owner."""
+        if not keep_fps > 0:
+            raise ValueError(f"keep_fps must be positive, not {keep_fps!r}")
+
+        def change(state: RetentionState, times: np.ndarray) -> tuple[RetentionState, int, int]:
+            boundary = min(float(t), float(times[-1]))
+            begin = state.thinned_before
+            if boundary <= begin:
+                return state, 0, 0
+            segments = list(state.thinned)
+            if segments and segments[-1][1] == keep_fps:
+                segments[-1] = (boundary, keep_fps)
+            else:
+                segments.append((boundary, float(keep_fps)))
+            lo, hi = (int(i) for i in np.searchsorted(times, [begin, boundary], side="left"))
+            return replace(state, thinned=tuple(segments)), lo, hi
+
+        return self._apply(change)
+
+    def drop_before(self, t: float) -> int:
+        """Delete every frame before media time ``t`` (never the newest committed frame). Returns the bytes
+        freed. For the data directory's one retention owner."""
+
+        def change(state: RetentionState, times: np.ndarray) -> tuple[RetentionState, int, int]:
+            boundary = min(float(t), float(times[-1]))
+            if boundary <= state.dropped_before:
+                return state, 0, 0
+            lo, hi = (int(i) for i in np.searchsorted(times, [state.dropped_before, boundary], side="left"))
+            segments = tuple(seg for seg in state.thinned if seg[0] > boundary)
+            return replace(state, dropped_before=boundary, thinned=segments), lo, hi
+
+        return self._apply(change)

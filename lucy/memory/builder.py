@@ -46,6 +46,7 @@ _EPS = 1e-6
 _RATE_WINDOW_SECONDS = 30.0
 _CONCURRENT_READS = 2  # frame-store reads are mostly serialised inside zarr; more only adds contention
 NO_VIDEO_TEXT = "No video was recorded from {start:.1f} s to {end:.1f} s (the stream was down or not yet started)."
+EXPIRED_TEXT = "The frames from {start:.1f} s to {end:.1f} s expired (retention) before they were captioned."
 
 
 @dataclass
@@ -360,8 +361,9 @@ class CoarseBuilder:
             if not stretched:
                 async with self._reads:  # a few reads at a time, in span order: the first captions start at once
                     clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
-                if len(clip) == 0:  # a live stream's outage: record that nothing was seen
-                    text, model = NO_VIDEO_TEXT.format(start=job.start, end=job.end), ""
+                if len(clip) == 0:  # a live stream's outage, or frames retention deleted: say nothing was seen
+                    gone = job.start < await asyncio.to_thread(self._frames.available_from)
+                    text, model = (EXPIRED_TEXT if gone else NO_VIDEO_TEXT).format(start=job.start, end=job.end), ""
                 else:
                     text, model = await self._describe(job, clip)
                 node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end,

@@ -2,7 +2,7 @@
 
 Conventions: every name starts with ``lucy_`` and carries its unit (``_seconds``, ``_total``, ``_ratio``...),
 histograms have explicit buckets, and the only label is the stream name (bounded by ``service.max_streams``;
-never a URL). The exporter is called before each scrape and on a timer; it reads plain figures and never hides
+never a URL), plus a ``reason`` of four values on the bytes retention freed. The exporter is called before each scrape and on a timer; it reads plain figures and never hides
 an error (a bug here fails the scrape loudly rather than serving stale numbers).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from lucy.metrics.stats import CaptionCallStats, QuestionStats, StreamFigures
+from lucy.metrics.stats import CaptionCallStats, QuestionStats, RetentionStats, StreamFigures
 
 CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 QUESTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -51,6 +51,9 @@ class MetricsExporter:
                               "Media seconds ingested per wall second (current run).", s, registry=r)
         self.reconnects = Counter("lucy_ingest_reconnects_total", "Reconnects of live sources.", s, registry=r)
         self.decode_errors = Counter("lucy_ingest_decode_errors_total", "Damaged packets skipped.", s, registry=r)
+        self.worker_restarts = Counter("lucy_stream_worker_restarts_total",
+                                       "Stream workers restarted after dying without ending their run.", s,
+                                       registry=r)
         # captioning
         self.caption_requests = Counter("lucy_caption_requests_total", "Requests made to the captioner.", s,
                                         registry=r)
@@ -91,6 +94,16 @@ class MetricsExporter:
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str], float] = {}
         self._known: set[str] = set()
+        # frame storage, from the retention maintainer (set ``retention`` to its stats); ``reason`` takes the
+        # four values of RetentionStats.REASONS
+        self.retention: RetentionStats | None = None
+        self.frame_bytes = Gauge("lucy_frame_stored_bytes", "Bytes of stored frames on disk.", s, registry=r)
+        self.frame_freed = Counter("lucy_frame_freed_bytes_total", "Bytes of frames deleted by retention, by "
+                                   "reason: thinned, expired (age), max_bytes, min_free (disk pressure).",
+                                   ("stream", "reason"), registry=r)
+        self.disk_free = Gauge("lucy_data_disk_free_bytes", "Free space on the data directory's disk.", registry=r)
+        self._freed_last: dict[tuple[str, str], int] = {}
+        self._stored_known: set[str] = set()
 
     # ------------------------------------------------------------------------------------------ mapping
 
@@ -117,6 +130,7 @@ class MetricsExporter:
                 self._count(self.media, name, "media", fig.media_seconds)
                 self._count(self.reconnects, name, "reconnects", fig.reconnects)
                 self._count(self.decode_errors, name, "decode_errors", fig.decode_errors)
+                self._count(self.worker_restarts, name, "worker_restarts", fig.worker_restarts)
                 self.ingested_until.labels(name).set(fig.ingested_until)
                 self.decode_fps.labels(name).set(fig.decode_fps)
                 self.realtime.labels(name).set(fig.realtime_factor)
@@ -149,6 +163,26 @@ class MetricsExporter:
                 self._forget(gone)
             self._known = seen
             self.streams.set(len(seen))
+            if self.retention is not None:
+                self._map_retention(self.retention)
+
+    def _map_retention(self, stats: RetentionStats) -> None:
+        stored, freed, disk_free = stats.snapshot()
+        for name, nbytes in stored.items():
+            self.frame_bytes.labels(name).set(nbytes)
+        for name in self._stored_known - set(stored):
+            self.frame_bytes.remove(name)
+        self._stored_known = set(stored)
+        for key, total in freed.items():
+            last = self._freed_last.get(key, 0)
+            delta = total - last if total >= last else total
+            self.frame_freed.labels(*key).inc(delta)
+            self._freed_last[key] = total
+        for key in set(self._freed_last) - set(freed):
+            self.frame_freed.remove(*key)
+            del self._freed_last[key]
+        if disk_free is not None:
+            self.disk_free.set(disk_free)
 
     def _forget(self, stream: str) -> None:
         for metric in self._per_stream:

@@ -93,6 +93,41 @@ class QuestionStats:
         return taken
 
 
+class RetentionStats:
+    """Frame storage as the retention maintainer sees it: each stream's stored frame bytes (as last measured),
+    bytes freed since the process started (by stream and reason), and the data disk's free space."""
+
+    REASONS = ("thinned", "expired", "max_bytes", "min_free")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.stored: dict[str, int] = {}
+        self.freed: dict[tuple[str, str], int] = {}
+        self.disk_free: int | None = None
+        self.passes = 0
+        self.failures = 0  # passes (or streams within one) that raised
+
+    def measured(self, stream: str, stored_bytes: int) -> None:
+        with self._lock:
+            self.stored[stream] = stored_bytes
+
+    def record_freed(self, stream: str, reason: str, nbytes: int) -> None:
+        assert reason in self.REASONS, reason
+        with self._lock:
+            key = (stream, reason)
+            self.freed[key] = self.freed.get(key, 0) + nbytes
+
+    def forget(self, stream: str) -> None:
+        """A stream that is no longer in the data directory."""
+        with self._lock:
+            self.stored.pop(stream, None)
+            self.freed = {k: v for k, v in self.freed.items() if k[0] != stream}
+
+    def snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int], int | None]:
+        with self._lock:
+            return dict(self.stored), dict(self.freed), self.disk_free
+
+
 @dataclass(frozen=True, slots=True)
 class StreamFigures:
     """One stream's figures at one moment, as the exporter sees them (cumulative counts since the stream's
@@ -114,3 +149,5 @@ class StreamFigures:
     caption_queue_depth: int = 0
     captioned_until: float = 0.0
     caption_lag_seconds: float = 0.0
+    # the stream's worker process (counted since the stream was started)
+    worker_restarts: int = 0

@@ -73,6 +73,10 @@ def _key(level: str, start: float, end: float) -> tuple[str, int, int]:
     return level, round(start * 1000), round(end * 1000)
 
 
+def _expired(before: float) -> str:
+    return f"frames before {before:g} s have expired (retention)"
+
+
 def _norm(instruction: str) -> str:
     return " ".join(instruction.lower().split())
 
@@ -369,6 +373,8 @@ class _Session:
 
         Returns (node, error, whether the captioner was called)."""
         e = self.e
+        if end <= self.info.expired_before + _EPS:  # retention deleted its frames: its memory text is all there is
+            return None, _expired(self.info.expired_before), False
         if e.captioner is None:
             return None, "no captioner is configured (captioner.backend = none)", False
         if self.captioner_down is not None:  # it failed earlier in this question: don't wait on it again
@@ -377,7 +383,8 @@ class _Session:
         async with e._captions():
             clip = await asyncio.to_thread(e.frames.read, start, end, fps)
             if len(clip) == 0:
-                return None, None, False
+                expired = await asyncio.to_thread(e.frames.available_from)
+                return None, _expired(expired) if start < expired else None, False
             try:
                 caption = await e.captioner.describe(clip, instruction, level=Level(level))
             except CaptionerError as err:
@@ -747,7 +754,8 @@ class _Session:
                 created += 1
             elif error:
                 step.error = error if step.error is None else step.error
-                self.errors.append(error)
+                if error not in self.errors:  # sub-spans of one expired span say the same
+                    self.errors.append(error)
         for item in reused:
             self.current.add(item.ref)
         step.caption_calls = sum(1 for _, _, called in results if called)

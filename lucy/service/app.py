@@ -22,20 +22,20 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from lucy import __version__
 from lucy.config import LucySettings
-from lucy.errors import LucyError, StoreError
-from lucy.ingest import ZarrFrameStore, redact_url
+from lucy.errors import StoreError
+from lucy.ingest import ZarrFrameStore
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CONTENT_TYPE, MetricsExporter
-from lucy.service import chat
+from lucy.service import chat, http_errors
 from lucy.service.auth import TokenGuard
-from lucy.service.errors import InvalidRequest, NotFound, ServiceError
+from lucy.service.errors import InvalidRequest, NotFound, in_band_error
 from lucy.service.events import EventBus, ObservedMemoryStore, node_json
+from lucy.service.guards import BodyLimit, HostGuard
 from lucy.service.questions import QuestionService
 from lucy.service.schemas import (
     AnswerOut,
@@ -144,6 +144,11 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
             if resumed:
                 log.warning("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
         svc.tasks.append(asyncio.create_task(_sample_forever(svc), name="sample"))
+        from lucy.ingest.retention import RetentionMaintainer
+
+        retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for)
+        svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
+        svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
         if settings.mqtt.enabled:
             from lucy.service.mqtt import MqttBridge
 
@@ -160,6 +165,7 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
                 task.cancel()
             await asyncio.gather(*svc.tasks, return_exceptions=True)
             await asyncio.to_thread(svc.manager.shutdown)
+            await asyncio.to_thread(svc.questions.close)
             await asyncio.to_thread(svc.memory.close)
 
     app = FastAPI(
@@ -169,19 +175,7 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
 
     # ------------------------------------------------------------------------------------ errors
 
-    @app.exception_handler(ServiceError)
-    async def _service_error(request: Request, err: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": str(err)}, status_code=err.status)
-
-    @app.exception_handler(LucyError)
-    async def _lucy_error(request: Request, err: LucyError) -> JSONResponse:
-        return JSONResponse({"detail": redact_url(str(err))}, status_code=422)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
-        problems = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-                    for e in err.errors()]
-        return JSONResponse({"detail": problems}, status_code=422)
+    http_errors.install(app)  # every error answers JSON, with an OpenAI-style error object
 
     def svc_of(request: Request) -> Service:
         return request.app.state.svc
@@ -219,7 +213,7 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
     async def create_stream(body: StreamCreate, request: Request) -> dict[str, Any]:
         svc = svc_of(request)
         stream = await asyncio.to_thread(svc.manager.add, body.name, body.source, preset=body.preset,
-                                         captioner=body.captioner, realtime=body.realtime)
+                                         captioner=body.captioner, realtime=body.realtime, retention=body.retention)
         return await asyncio.to_thread(stream.status)
 
     @app.get("/v1/streams", tags=["streams"], response_model=StreamList, summary="All streams")
@@ -315,7 +309,7 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
             await asyncio.to_thread(svc.manager.require, name)
             return StreamingResponse(_sse_answer(svc, name, text, options), media_type="text/event-stream",
                                      headers=SSE_HEADERS)
-        return await svc.questions.ask(name, body.question, body.options)
+        return await svc.questions.ask(name, body.question, body.options, client_gone=request.is_disconnected)
 
     @app.get("/v1/streams/{name}/questions", tags=["questions"], summary="Recent questions and their answers")
     async def recent_questions(name: str, request: Request,
@@ -348,9 +342,12 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
 
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
+    # The last added runs first: the Host check, then the token, then the body limit.
+    app.add_middleware(BodyLimit, max_bytes=settings.service.max_body_bytes)
     token = settings.service.api_token
     if token is not None:
         app.add_middleware(TokenGuard, token=token.get_secret_value())
+    app.add_middleware(HostGuard, settings=settings.service)
     return app
 
 
@@ -358,13 +355,9 @@ async def _sse_answer(svc: Service, name: str, question: str, options: tuple[str
     try:
         async for kind, value in svc.questions.events(name, question, options):
             yield sse(kind, value)
-    except ServiceError as err:
-        yield sse("error", {"detail": str(err), "status": err.status})
-    except LucyError as err:
-        yield sse("error", {"detail": str(err), "status": 422})
-    except Exception as err:  # the stream has started: the error can only go in-band (and to the log)
-        log.exception("question about %s failed", name)
-        yield sse("error", {"detail": f"internal error: {type(err).__name__}", "status": 500})
+    except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
+        status, body = in_band_error(err, f"question about {name}")
+        yield sse("error", {**body, "status": status})
 
 
 def _frame_jpeg(svc: Service, name: str, t: float, width: int | None) -> tuple[bytes, float]:

@@ -16,17 +16,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from lucy.errors import LucyError
-from lucy.service.errors import InvalidRequest, NotFound, ServiceError
+from lucy.service.errors import InvalidRequest, NotFound, ServiceError, error_body, in_band_error
 from lucy.service.schemas import ChatRequest
 
 log = logging.getLogger(__name__)
 
 
 def _error(status: int, message: str, code: str) -> JSONResponse:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}},
-                        status_code=status)
+    return JSONResponse(error_body(status, message, code), status_code=status)
 
 
 def last_user_text(body: ChatRequest) -> str:
@@ -98,10 +95,8 @@ def install(app: FastAPI, svc_of: Callable[[Request], Any]) -> None:
         if body.stream:
             return StreamingResponse(_stream(svc, body.model, question, options, cid, created),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        try:
-            answer = await svc.questions.ask(body.model, question, options, client_gone=request.is_disconnected)
-        except ServiceError as err:
-            return _error(err.status, str(err), "lucy_error")
+        # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
+        answer = await svc.questions.ask(body.model, question, options, client_gone=request.is_disconnected)
         return {
             "id": cid, "object": "chat.completion", "created": created, "model": body.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer_text(answer)},
@@ -120,11 +115,7 @@ async def _stream(svc: Any, model: str, question: str, options: tuple[str, ...],
             elif kind == "answer":
                 yield _chunk(cid, created, model, {"content": answer_text(value)})
                 yield _chunk(cid, created, model, {}, "stop", usage=_usage(value), lucy=value)
-    except (ServiceError, LucyError) as err:
-        status = getattr(err, "status", 422)
-        yield f"data: {json.dumps({'error': {'message': str(err), 'type': 'lucy_error', 'code': status}})}\n\n".encode()
-    except Exception as err:
-        log.exception("chat question about %s failed", model)
-        body = {"error": {"message": f"internal error: {type(err).__name__}", "type": "server_error", "code": 500}}
+    except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
+        _, body = in_band_error(err, f"chat question about {model}")
         yield f"data: {json.dumps(body)}\n\n".encode()
     yield b"data: [DONE]\n\n"

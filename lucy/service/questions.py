@@ -132,10 +132,6 @@ class QuestionService:
             raise InvalidRequest("a multiple-choice question needs at least two options")
         return text, cleaned
 
-    def _settings_for(self, stream: str) -> LucySettings:
-        managed = self.manager.get(stream)
-        return managed.settings if managed is not None else self.settings
-
     def _stream_slot(self, stream: str) -> asyncio.Semaphore:
         slot = self._stream_slots.get(stream)
         if slot is None:
@@ -172,7 +168,7 @@ class QuestionService:
                     except RuntimeError:
                         pass  # the server's loop has closed (shutdown)
 
-                work = self.runner.submit(self._drive(emit, self._settings_for(stream), stream, text, opts))
+                work = self.runner.submit(self._drive(emit, self.manager.settings_for(stream), stream, text, opts))
                 try:
                     while True:
                         try:
@@ -284,5 +280,10 @@ class _slot:
 
 
 async def _until(gone: Callable[[], Awaitable[bool]]) -> None:
-    while not await gone():
-        await asyncio.sleep(DISCONNECT_POLL_SECONDS)
+    """Return once ``gone()`` says so. If it cannot tell (it raised), the question is left to run."""
+    try:
+        while not await gone():
+            await asyncio.sleep(DISCONNECT_POLL_SECONDS)
+    except Exception as err:  # noqa: BLE001  (not knowing is no reason to cancel a question)
+        log.debug("cannot watch the client connection: %s", err)
+        await asyncio.Event().wait()  # until cancelled by ask()

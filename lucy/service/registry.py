@@ -29,6 +29,9 @@ class StreamSpec:
     captioner: str
     realtime: bool = False
     created: float = field(default_factory=time.time)
+    # the stream's own retention ages (None: the server's retention.full_seconds / keep_seconds)
+    retention_full_seconds: float | None = None
+    retention_keep_seconds: float | None = None
 
 
 class StreamRegistry:

@@ -11,6 +11,18 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class StreamRetention(_Body):
+    """A stream's own frame retention ages; an unset one is the server's (``retention`` settings)."""
+
+    full_seconds: float | None = Field(
+        None, ge=0, le=10 * 366 * 86_400,
+        description="Frames older than this (media seconds behind the newest) are thinned to the coarse rate "
+                    "(0: never).")
+    keep_seconds: float | None = Field(
+        None, ge=0, le=10 * 366 * 86_400,
+        description="Frames older than this are deleted; memory text is kept (0: never).")
+
+
 class StreamCreate(_Body):
     """A stream to ingest."""
 
@@ -24,6 +36,8 @@ class StreamCreate(_Body):
     captioner: Literal["pixels", "openai", "vllm", "none"] | None = Field(
         None, description="Captioner that builds the stream's memory (default: the server's).")
     realtime: bool = Field(False, description="Pace a file like a live stream.")
+    retention: StreamRetention | None = Field(
+        None, description="The stream's own frame retention ages (default: the server's).")
 
 
 class CaptionStatus(BaseModel):
@@ -70,6 +84,8 @@ class StreamStatus(BaseModel):
     gaps: int
     worker_pid: int | None = Field(
         None, description="Process id of the worker that ingests and captions the stream, while it runs.")
+    restarts: int = Field(0, description="Times the stream's worker was restarted after dying without ending its "
+                                         "run (killed by the OS, crashed in native code).")
     caption: CaptionStatus
     questions: QuestionCounts
     purged: bool | None = None

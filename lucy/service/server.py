@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from lucy.config import LucySettings
 from lucy.config.settings import is_loopback_host
 from lucy.errors import LucyError
+from lucy.ingest.lock import Holder, serve_lock
 from lucy.ingest.source import RedactingFilter, redacting_handler
 from lucy.service.registry import StreamRegistry
 
@@ -68,14 +69,16 @@ def serve(settings: LucySettings) -> int:
     from lucy.service.app import create_app
 
     check_bind(settings)
-    StreamRegistry(settings.data).load()  # a damaged stream list stops the start with one clear line
-    _logging()
-    s = settings.service
-    app = create_app(settings)
-    config = uvicorn.Config(app, host=s.host, port=s.port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=30, lifespan="on")
-    server = _server_class()(config)
-    print(f"lucy: serving {settings.data} on http://{s.host}:{s.port} (dashboard at /, API docs at /docs)",
-          file=sys.stderr, flush=True)
-    server.run()
+    # One server per data directory: a second one would resume the same streams (two writers each).
+    with serve_lock(settings.data, Holder.this_process("lucy serve")):
+        StreamRegistry(settings.data).load()  # a damaged stream list stops the start with one clear line
+        _logging()
+        s = settings.service
+        app = create_app(settings)
+        config = uvicorn.Config(app, host=s.host, port=s.port, log_config=None, access_log=False,
+                                timeout_graceful_shutdown=30, lifespan="on")
+        server = _server_class()(config)
+        print(f"lucy: serving {settings.data} on http://{s.host}:{s.port} (dashboard at /, API docs at /docs)",
+              file=sys.stderr, flush=True)
+        server.run()
     return 0 if server.started else 1

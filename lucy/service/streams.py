@@ -9,7 +9,9 @@ stores (for MQTT and the dashboard), its captioner requests (for the metrics).
 States: ``starting`` (opening the source) -> ``running`` (frames arriving) <-> ``reconnecting`` (a live source
 stopped delivering; it reconnects with backoff) -> ``finished`` (a file was read to its end), ``stopped`` (by
 ``DELETE`` or server shutdown) or ``failed`` (with a redacted error). The list of streams is kept in the data
-directory (:mod:`lucy.service.registry`); streams in it are resumed when the server starts again.
+directory (:mod:`lucy.service.registry`); streams in it are resumed when the server starts again. A worker that
+dies without ending its run (killed by the OS, crashed in native code) is restarted with backoff (``restarts``);
+the stream's writer lock (:mod:`lucy.ingest.lock`) keeps any other writer out meanwhile.
 """
 
 from __future__ import annotations
@@ -19,27 +21,35 @@ import logging
 import shutil
 import threading
 import time
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from lucy.config import PRESETS, LucySettings
-from lucy.errors import StoreError
+from lucy.config.settings import RetentionSettings
+from lucy.errors import SourceError, StoreError
 from lucy.ingest import ZarrFrameStore, check_stream_name, list_streams, redact_url
-from lucy.ingest.source import LIVE_SCHEMES, source_identity
+from lucy.ingest.lock import LockHeld, probe, stream_lock
+from lucy.ingest.roots import check_local_source
+from lucy.ingest.source import LIVE_SCHEMES, source_matches
 from lucy.ingest.zarr_store import frames_root
 from lucy.memory.store import MemoryStore
 from lucy.metrics import STATE_CODES, CaptionCallStats, QuestionStats, StreamFigures
 from lucy.service.errors import Conflict, InvalidRequest, NotFound
 from lucy.service.events import EventBus
 from lucy.service.registry import StreamRegistry, StreamSpec
+from lucy.service.schemas import StreamRetention
 from lucy.service.worker import RunEnd, RunFigures, WorkerProcess
 
 log = logging.getLogger(__name__)
 
 CAPTIONERS = ("pixels", "openai", "vllm", "none")
 MAX_SOURCE_CHARS = 4096
+ORPHAN_WAIT_SECONDS = 30.0  # for the stream worker of a killed server to notice and end
 
 class StreamState(StrEnum):
     STARTING = "starting"
@@ -51,9 +61,19 @@ class StreamState(StrEnum):
 
 
 def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
-    """The server's settings with a stream's own preset and captioner."""
+    """The server's settings with a stream's own preset, captioner and retention ages (validated: a stream's
+    keep_seconds below its full_seconds is refused with :class:`InvalidRequest`)."""
     captioner = settings.captioner.model_copy(update={"backend": spec.captioner})
-    return settings.model_copy(update={"preset": spec.preset, "captioner": captioner})
+    retention = settings.retention
+    ages = {k: v for k, v in (("full_seconds", spec.retention_full_seconds),
+                              ("keep_seconds", spec.retention_keep_seconds)) if v is not None}
+    if ages:
+        try:
+            retention = RetentionSettings.model_validate({**retention.model_dump(), **ages})
+        except ValidationError as err:
+            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+            raise InvalidRequest(f"stream {spec.name!r}: {problems}") from None
+    return settings.model_copy(update={"preset": spec.preset, "captioner": captioner, "retention": retention})
 
 
 class ManagedStream:
@@ -73,8 +93,11 @@ class ManagedStream:
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._state = StreamState.STOPPED
+        self.restarts = 0  # workers restarted after dying without ending their run
         self._worker: WorkerProcess | None = None
+        self._running_worker: WorkerProcess | None = None  # the worker whose process runs now
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
         self._progress = (0, time.monotonic())  # (frames decoded, when that count last changed)
         self.history: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=settings.service.history_points)
@@ -98,10 +121,17 @@ class ManagedStream:
         self.started_at, self.ended_at = time.time(), None
         self._state = StreamState.STARTING
         self._progress = (0, time.monotonic())
+        self._stopping.clear()
         self._worker = WorkerProcess(self.spec, self.settings)
         self._thread = threading.Thread(target=self._follow, args=(self._worker,), name=f"stream-{self.name}",
                                         daemon=True)
         self._thread.start()
+
+    def refuse(self, error: str) -> None:
+        """Mark the stream failed without starting it (its writer lock is held elsewhere)."""
+        self.error, self.ended_at = error, time.time()
+        self._state = StreamState.FAILED
+        self._publish_status()
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop ingesting and captioning (blocks up to ``timeout``; call from a worker thread in async code)."""
@@ -114,16 +144,54 @@ class ManagedStream:
                 self._thread.join(10)
 
     def ask_stop(self) -> None:
-        """Tell the worker to stop, without waiting."""
+        """Tell the worker to stop, without waiting (a worker waiting to be restarted is not)."""
+        self._stopping.set()
         if self._worker is not None:
             self._worker.stop()
 
     def _follow(self, worker: WorkerProcess) -> None:
-        """Apply the worker's reports until it exits."""
+        """Apply the worker's reports until its run ends. A worker that dies without ending its run (killed by
+        the OS, crashed in native code) is restarted with backoff, as Frigate's watchdog restarts a dead
+        decoder; one that ended its run (finished, stopped, failed) is not, nor one asked to stop."""
+        service = self.settings.service
+        backoff = RestartBackoff(service.worker_restart_initial_seconds, service.worker_restart_max_seconds)
+        while True:
+            began = time.monotonic()
+            end, exitcode = self._run_worker(worker)
+            if end is None and self._stopping.is_set():
+                end = RunEnd("stopped")  # ended while stopping: killed by stop() after its timeout
+            if end is not None:
+                break
+            delay = backoff.next(ran_seconds=time.monotonic() - began)
+            self.error = f"the stream's worker process died (exit code {exitcode}); restarting it in {delay:g} s"
+            log.warning("stream %s: its worker process died (exit code %s); restarting it in %g s",
+                        self.name, exitcode, delay)
+            self._state = StreamState.STARTING
+            self._publish_status()
+            if self._stopping.wait(delay):
+                end = RunEnd("stopped")
+                break
+            self.restarts += 1
+            self.error = None
+            self._progress = (0, time.monotonic())
+            worker = self._worker = WorkerProcess(self.spec, self.settings)
+            log.info("stream %s: worker restarted (restart %d)", self.name, self.restarts)
+        self.error, self.lost = end.error, end.lost
+        self.ended_at = time.time()
+        self._state = StreamState(end.state)
+        self._publish_status()
+
+    def _run_worker(self, worker: WorkerProcess) -> tuple[RunEnd | None, int | None]:
+        """Run one worker to its exit: how its run ended (None if it died without saying) and its exit code."""
         end: RunEnd | None = None
         exitcode: int | None = None
+        stop_sent = False
+        self._running_worker = worker
         try:
             for kind, value in worker.messages():
+                if self._stopping.is_set() and not stop_sent:  # a stop asked before this worker's pipe was up
+                    worker.stop()
+                    stop_sent = True
                 if kind == "figures":
                     self.run = value
                 elif kind == "event":
@@ -142,13 +210,9 @@ class ManagedStream:
         except Exception as err:  # a bug: keep the traceback in the log, show one line to clients
             log.exception("stream %s: lost its worker", self.name)
             end = RunEnd("failed", error=redact_url(f"{type(err).__name__}: {err}"))
-        if end is None:  # killed, or crashed in native code
-            end = RunEnd("failed", error=f"the stream's worker process died (exit code {exitcode})")
-            log.warning("stream %s: %s", self.name, end.error)
-        self.error, self.lost = end.error, end.lost
-        self.ended_at = time.time()
-        self._state = StreamState(end.state)
-        self._publish_status()
+        finally:
+            self._running_worker = None
+        return end, exitcode
 
     def _publish_status(self) -> None:
         self.bus.publish({"type": "status", "stream": self.name, "status": self.status()})
@@ -204,7 +268,8 @@ class ManagedStream:
             "lag_seconds": round(max(0.0, ingested - captioned), 3),
             "decode_fps": round(r.decode_fps, 2), "realtime_factor": round(r.realtime_factor, 3),
             "frames": r.committed, "reconnects": r.reconnects, "decode_errors": r.decode_errors, "gaps": r.gaps,
-            "worker_pid": self._worker.pid if self._worker is not None and self.active else None,
+            "worker_pid": worker.pid if (worker := self._running_worker) is not None else None,
+            "restarts": self.restarts,
             "caption": caption,
             "questions": {"answered": self.questions.answered, "confident": self.questions.confident,
                           "failed": self.questions.failures, "in_flight": self.questions.in_flight},
@@ -220,7 +285,7 @@ class ManagedStream:
             ingested_until=r.ingested_until if started else 0.0, decode_fps=r.decode_fps,
             realtime_factor=r.realtime_factor, reconnects=r.reconnects, decode_errors=r.decode_errors,
             captions_stored=r.captioned, caption_queue_depth=r.pending, captioned_until=r.captioned_until,
-            caption_lag_seconds=r.lag)
+            caption_lag_seconds=r.lag, worker_restarts=self.restarts)
 
     def sample(self) -> dict[str, Any]:
         """Append the current figures to the stream's history (for the dashboard's charts)."""
@@ -230,6 +295,21 @@ class ManagedStream:
                  "captions_per_second": s["caption"]["captions_per_second"], "decode_fps": s["decode_fps"]}
         self.history.append(point)
         return point
+
+
+class RestartBackoff:
+    """Waits before restarting a dead worker: ``initial`` doubling up to ``maximum``; a worker that ran at least
+    ``maximum`` seconds before dying was healthy, and the next wait is ``initial`` again."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial, self.maximum = initial, max(initial, maximum)
+        self._next = initial
+
+    def next(self, *, ran_seconds: float) -> float:
+        if ran_seconds >= self.maximum:
+            self._next = self.initial
+        delay, self._next = self._next, min(2 * self._next, self.maximum)
+        return delay
 
 
 class StreamManager:
@@ -271,6 +351,12 @@ class StreamManager:
             raise NotFound(f"no stream named {name!r}")
         return name
 
+    def settings_for(self, name: str) -> LucySettings:
+        """The settings a stream runs with (its own preset, captioner and retention ages), or the server's for a
+        stream that is only stored in the data directory."""
+        stream = self.get(name)
+        return stream.settings if stream is not None else self.settings
+
     def question_stats(self, name: str) -> QuestionStats:
         stream = self.get(name)
         if stream is not None:
@@ -306,7 +392,7 @@ class StreamManager:
             "ingested_until": round(info.media_seconds, 3), "captioned_until": round(captioned, 3),
             "lag_seconds": round(max(0.0, info.media_seconds - captioned), 3), "decode_fps": 0.0,
             "realtime_factor": 0.0, "frames": info.frames, "reconnects": 0, "decode_errors": 0,
-            "gaps": len(info.gaps),
+            "gaps": len(info.gaps), "restarts": 0,
             "caption": {"captions_per_second": 0.0, "queued": 0, "pending": 0, "in_flight": 0,
                         "coarse_nodes": self.memory.count(name, level="coarse", origin="ingest"),
                         "failures": 0, "last_error": None},
@@ -365,10 +451,17 @@ class StreamManager:
                                  f"(service.allowed_source_roots)")
         if not resolved.is_file():
             raise InvalidRequest(f"no such video file: {path}")
+        if roots:
+            # What a playlist or concat list names must be inside the roots too (the worker checks it again
+            # when it opens the file, in case it changes meanwhile).
+            try:
+                check_local_source(resolved, roots)
+            except SourceError as err:
+                raise InvalidRequest(str(err)) from None
         return str(resolved)
 
     def add(self, name: str, source: str, *, preset: str | None = None, captioner: str | None = None,
-            realtime: bool = False) -> ManagedStream:
+            realtime: bool = False, retention: StreamRetention | None = None) -> ManagedStream:
         """Register a stream and start it (201), or restart a stopped one with the same source."""
         try:
             check_stream_name(name)
@@ -389,7 +482,13 @@ class StreamManager:
             if running >= self.settings.service.max_streams:
                 raise Conflict(f"this server already runs {running} streams (service.max_streams)")
             self._check_stored(name, source, preset, existing)
-            spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime)
+            try:  # answer at once rather than start a worker that fails: `lucy ingest` or another server writes it
+                probe(stream_lock(self.settings.data, name))
+            except LockHeld as err:
+                raise Conflict(str(err)) from None
+            spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime,
+                              retention_full_seconds=retention.full_seconds if retention else None,
+                              retention_keep_seconds=retention.keep_seconds if retention else None)
             stream = ManagedStream(spec, self.settings, self.memory, self.bus)
             # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
@@ -408,7 +507,7 @@ class StreamManager:
         if not (path / "zarr.json").is_file():
             return
         held = ZarrFrameStore.open(self.settings.data, name).attrs
-        if held["source_id"] != source_identity(source)[1]:
+        if not source_matches(held["source_id"], source):
             raise Conflict(f"stream {name!r} already holds another source ({redact_url(held['source'])}); "
                            f"choose another name, or delete it with ?purge=true")
         if existing is not None and existing.spec.preset != preset:
@@ -420,13 +519,41 @@ class StreamManager:
         for spec in self.registry.load():
             if self.get(spec.name) is not None:
                 continue
-            stream = ManagedStream(spec, self.settings, self.memory, self.bus)
+            try:
+                stream = ManagedStream(spec, self.settings, self.memory, self.bus)
+            except InvalidRequest as err:  # the server's retention changed under the stream's own ages
+                log.warning("%s; the stream is resumed with the server's retention ages", err)
+                spec = replace(spec, retention_full_seconds=None, retention_keep_seconds=None)
+                stream = ManagedStream(spec, self.settings, self.memory, self.bus)
             with self._lock:
                 self._streams[spec.name] = stream
+            refusal = self._writer_elsewhere(spec.name)
+            if refusal is not None:
+                log.warning("stream %s: not resumed: %s", spec.name, refusal)
+                stream.refuse(str(refusal))
+                continue
             stream.start()
             started.append(spec.name)
             log.info("stream %s: resumed (%s)", spec.name, redact_url(spec.source))
         return started
+
+    def _writer_elsewhere(self, name: str) -> LockHeld | None:
+        """Why ``name`` cannot be resumed: another process writes it (None if nobody does).
+
+        The worker of a server that was killed (this one's previous life, usually) still holds its stream for
+        a moment after it: it stops once it sees the server gone, and the stream is resumed after it.
+        """
+        lock = stream_lock(self.settings.data, name)
+        try:
+            probe(lock)
+        except LockHeld as err:
+            if err.holder is None or not err.holder.gone():
+                return err
+            try:
+                probe(lock, wait_seconds=ORPHAN_WAIT_SECONDS)
+            except LockHeld as still:
+                return still
+        return None
 
     def remove(self, name: str, *, purge: bool = False) -> dict[str, Any]:
         """Stop a stream and forget it (it is not resumed); with ``purge`` delete its frames and memory too.
@@ -434,6 +561,11 @@ class StreamManager:
         self.require(name)
         with self._lock:
             stream = self._streams.get(name)
+        if purge and (stream is None or not stream.active):
+            try:  # the frames of a stream that another process writes are not deleted under it
+                probe(stream_lock(self.settings.data, name))
+            except LockHeld as err:
+                raise Conflict(str(err)) from None
         if stream is not None:
             stream.stop()
             if stream.active:
@@ -454,7 +586,11 @@ class StreamManager:
         return status
 
     def _purge(self, name: str) -> None:
-        shutil.rmtree(frames_root(self.settings.data) / check_stream_name(name), ignore_errors=True)
+        try:
+            with stream_lock(self.settings.data, name).acquire(wait_seconds=0.5):  # no writer starts meanwhile
+                shutil.rmtree(frames_root(self.settings.data) / check_stream_name(name), ignore_errors=True)
+        except LockHeld as err:
+            raise Conflict(f"{err} (its frames were not deleted)") from None
         purge_memory(self.memory, name)
 
     def shutdown(self, timeout: float = 60.0) -> None:

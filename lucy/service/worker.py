@@ -28,6 +28,7 @@ from typing import Any
 from lucy.config import LucySettings
 from lucy.errors import LucyError
 from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore, redact_url
+from lucy.ingest.lock import Holder
 from lucy.ingest.source import redacting_handler
 from lucy.metrics import CaptionCallStats
 from lucy.metrics.captioning import MeteredCaptioner
@@ -166,8 +167,11 @@ class StreamRun:
         name = self.spec.name
         try:
             self.builder = self._start_builder()
+            # The stream's writer lock names the server (the process to stop), not this worker (which the
+            # server would restart).
+            holder = Holder.this_process(f"lucy serve, stream worker {os.getpid()}", pid=os.getppid())
             self.ingestor = Ingestor(self.settings, self.spec.source, name, realtime=self.spec.realtime,
-                                     on_commit=self._on_commit)
+                                     on_commit=self._on_commit, holder=holder)
             if self._stopping.is_set():
                 self.ingestor.stop()
             result = self.ingestor.run()

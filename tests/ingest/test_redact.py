@@ -1,10 +1,20 @@
-"""Credentials in stream URLs, in the user-info part and in query parameters, never reach output."""
+"""Credentials in stream URLs, in the user-info part and in query parameters, never reach output, nor the frame
+store's ``zarr.json``."""
 
 from __future__ import annotations
 
+import functools
+import json
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
-from lucy.ingest import redact_url
+from lucy.errors import StoreError
+from lucy.ingest import Ingestor, ZarrFrameStore, redact_url
+from lucy.ingest.source import source_identity, source_matches, stored_source_id
+from lucy.ingest.zarr_store import frames_root
+from lucy.synth import write_video
 
 
 @pytest.mark.parametrize(("url", "shown"), [
@@ -18,7 +28,78 @@ from lucy.ingest import redact_url
     ("rtsp://u:pw@cam/s?user=u&password=pw", "rtsp://u:***@cam/s?user=u&password=***"),
     ("https://h/live.m3u8?channel=7&start=0", "https://h/live.m3u8?channel=7&start=0"),  # nothing secret
     ("/videos/keynote.mp4", "/videos/keynote.mp4"),
+    # issue 8: a password holding spaces (FFmpeg sends it as given), a user name too; passphrase= and friends
+    ("rtsp://admin:pass word@cam/s", "rtsp://admin:***@cam/s"),
+    ("rtsp://admin: lead and trail @cam.local:554/s", "rtsp://admin:***@cam.local:554/s"),
+    ("rtsp://my user:pw@cam/s", "rtsp://my user:***@cam/s"),
+    ("rtsp://admin:a b@c d@cam/s", "rtsp://admin:***@cam/s"),
+    ("https://h/x?passphrase=open%20sesame&q=1", "https://h/x?passphrase=***&q=1"),
+    ("https://h/x?access_token=abc&sessionid=s1&passcode=9", "https://h/x?access_token=***&sessionid=***&passcode=***"),
 ])
 def test_credentials_are_hidden(url: str, shown: str) -> None:
     assert redact_url(url) == shown
     assert redact_url(f"stream {url} timed out") == f"stream {shown} timed out"
+
+
+def test_each_url_of_a_line_keeps_its_own_host() -> None:
+    line = "moved from rtsp://a:p q@cam1/s to rtsp://b:r s@cam2/s (rtsp://cam3:554/s unchanged)"
+    assert redact_url(line) == "moved from rtsp://a:***@cam1/s to rtsp://b:***@cam2/s (rtsp://cam3:554/s unchanged)"
+
+
+def test_source_ids_hold_no_secret_and_old_stores_still_match() -> None:
+    url = "https://cdn.example/live.m3u8?token=s3cret-token"
+    held = stored_source_id(url)
+    assert "s3cret" not in held and held.startswith("pbkdf2-sha256:")
+    assert held != stored_source_id(url)  # salted: equal sources do not even show as equal
+    assert source_matches(held, url) and source_matches(held, url.replace("cdn.example", "CDN.example"))
+    assert not source_matches(held, url.replace("s3cret", "other"))
+    assert not source_matches("pbkdf2-sha256:damaged", url)
+    # A store written before identities were hashed holds the plain identity: it still resumes.
+    assert source_matches(source_identity(url)[1], url) and not source_matches(source_identity(url)[1], "/v.mp4")
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_base(tmp_path):
+    folder = tmp_path / "www"
+    folder.mkdir()
+    write_video(folder / "v.mkv", duration=2.0, fps=10, width=160, height=96)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_frame_store_keeps_no_secret(settings, http_base) -> None:
+    url = f"{http_base}/v.mkv?token=s3cret-token&quality=hd"
+    assert Ingestor(settings, url, "cam").run().complete
+    zarr_json = frames_root(settings.data) / "cam" / "zarr.json"
+    attrs = json.loads(zarr_json.read_text())["attributes"]
+    assert "s3cret" not in zarr_json.read_text()
+    assert attrs["source"] == f"{http_base}/v.mkv?token=***&quality=hd"
+    assert attrs["source_id"].startswith("pbkdf2-sha256:")
+
+    assert Ingestor(settings, url, "cam").run().new_frames == 0  # the same source resumes (nothing left to read)
+    with pytest.raises(StoreError, match="already holds another source"):
+        Ingestor(settings, url.replace("s3cret", "other"), "cam").run()
+
+    # A store of the earlier format (the identity in clear) still resumes, and still refuses another source.
+    doc = json.loads(zarr_json.read_text())
+    doc["attributes"]["source_id"] = source_identity(url)[1]
+    zarr_json.write_text(json.dumps(doc))
+    assert Ingestor(settings, url, "cam").run().new_frames == 0
+    with pytest.raises(StoreError, match="already holds another source"):
+        Ingestor(settings, url.replace("s3cret", "other"), "cam").run()
+    assert ZarrFrameStore.open(settings.data, "cam").info().frames == 4
+
+
+def test_cli_error_hides_a_password_with_spaces(tmp_path, run_lucy) -> None:
+    proc = run_lucy("ingest", "rtsp://admin:open sesame@127.0.0.1:9/cam?passphrase=letmein", "--stream", "cam",
+                    "--data", str(tmp_path / "d"), timeout=60)
+    assert proc.returncode != 0 and "rtsp://admin:***@127.0.0.1:9/cam?passphrase=***" in proc.stderr
+    assert "sesame" not in proc.stderr + proc.stdout and "letmein" not in proc.stderr + proc.stdout

@@ -1,0 +1,287 @@
+"""The storage maintainer: keeps a data directory's frames within their ages and its disk within bounds.
+
+Every ``retention.interval_seconds`` (an asyncio task of ``lucy serve``; the work runs in a thread), for every
+stream of the data directory:
+
+- age rules, against the stream's newest committed frame: frames older than ``full_seconds`` are thinned to the
+  coarse level's rate (:meth:`ZarrFrameStore.thin_before`), frames older than ``keep_seconds`` are deleted
+  (:meth:`ZarrFrameStore.drop_before`); a stream's own ages override the server's;
+- a disk-pressure guard, for all streams together (Frigate's storage maintainer): while the stored frame bytes
+  exceed ``max_bytes`` or the disk's free space is below ``min_free_bytes``, the oldest frames by wall-clock time
+  across streams are deleted, a step at a time, until the bound holds again (never a stream's newest frame).
+
+Memory text is never deleted: questions about a span whose frames are gone answer from memory and say the frames
+have expired. Bytes stored are counted cheaply (:meth:`ZarrFrameStore.stored_bytes`: one count per stream, then a
+stat per new frame), and the figures go to :class:`lucy.metrics.RetentionStats` for the metrics.
+
+A full disk refuses even the small record retention writes before it deletes anything, so the maintainer keeps
+a reserve file of :data:`RESERVE_BYTES` in the data directory and gives it up to make that room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from lucy.config import LucySettings
+from lucy.errors import StoreError
+from lucy.ingest.zarr_store import ZarrFrameStore, list_streams
+from lucy.metrics.stats import RetentionStats
+
+log = logging.getLogger(__name__)
+
+RESERVE_FILE = ".retention-reserve"
+RESERVE_BYTES = 1 << 20
+_MAX_GUARD_STEPS = 256  # per pass; the next pass goes on
+_STEP_FRAMES = 20_000  # most frames one deletion covers: a step takes about a second, so a pass stops soon
+_T = TypeVar("_T")
+
+
+@dataclass
+class RetentionPass:
+    """What one pass did: bytes freed per (stream, reason), bytes stored per stream after it, the disk's free
+    space, and whether the guard's bound still fails (only the streams' newest frames are left)."""
+
+    freed: dict[tuple[str, str], int] = field(default_factory=dict)
+    stored: dict[str, int] = field(default_factory=dict)
+    disk_free: int | None = None
+    over_bound: bool = False
+    seconds: float = 0.0
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(self.freed.values())
+
+
+class RetentionMaintainer:
+    """Applies retention to every stream of ``settings.data``. ``settings_for(name)`` gives a stream's own
+    settings (its preset and retention ages); the guard's bounds and the interval are ``settings``'s.
+
+    There must be one per data directory (``lucy serve`` holds the directory's server lock): it is the only
+    process that deletes frames or writes the streams' retention records."""
+
+    def __init__(self, settings: LucySettings, *, settings_for: Callable[[str], LucySettings] | None = None,
+                 stats: RetentionStats | None = None) -> None:
+        self.settings = settings
+        self.data = Path(settings.data)
+        self.settings_for = settings_for or (lambda _name: settings)
+        self.stats = stats or RetentionStats()
+        self._stores: dict[str, tuple[ZarrFrameStore, float]] = {}  # name -> (store, its creation time)
+        self._stuck_warned = False
+        self._stopping = threading.Event()  # a pass in its thread stops between steps once the task is cancelled
+
+    # ------------------------------------------------------------------------------------------ running
+
+    async def run_forever(self) -> None:
+        """Run a pass every ``retention.interval_seconds`` until cancelled (a failed pass is logged, and the
+        next one runs as usual)."""
+        interval = self.settings.retention.interval_seconds
+        try:
+            while True:
+                try:
+                    await asyncio.to_thread(self.run_once)
+                except Exception:  # keep maintaining; the traceback is in the log
+                    self.stats.failures += 1
+                    log.exception("frame retention pass failed")
+                await asyncio.sleep(interval)
+        finally:
+            self._stopping.set()
+
+    def run_once(self) -> RetentionPass:
+        """One pass over every stream: age rules, then the disk guard. Blocking (disk I/O)."""
+        began = time.monotonic()
+        report = RetentionPass()
+        if not self.data.is_dir():
+            return report
+        names = list_streams(self.data)
+        for gone in set(self._stores) - set(names):
+            del self._stores[gone]
+        for gone in set(self.stats.snapshot()[0]) - set(names):
+            self.stats.forget(gone)
+        stores: dict[str, ZarrFrameStore] = {}
+        for name in names:
+            try:
+                store = self._store(name)
+                self._ages(name, store, report)
+                report.stored[name] = self._room(store.stored_bytes)
+                stores[name] = store
+            except (StoreError, OSError) as err:  # removed meanwhile, or a disk error: the next pass tries again
+                self.stats.failures += 1
+                log.warning("frame retention of stream %s: %s", name, err)
+        self._guard(stores, report)
+        for name, store in stores.items():
+            try:
+                self._room(store.save_accounting)
+            except (StoreError, OSError) as err:
+                log.warning("frame retention of stream %s: %s", name, err)
+            self.stats.measured(name, report.stored.get(name, 0))
+        self._keep_reserve()
+        self.stats.passes += 1
+        report.seconds = time.monotonic() - began
+        if report.freed_bytes:
+            log.info("frame retention freed %.1f MB in %.2f s (%s)", report.freed_bytes / 1e6, report.seconds,
+                     ", ".join(f"{s} {r} {b / 1e6:.1f} MB" for (s, r), b in sorted(report.freed.items())))
+        return report
+
+    def _store(self, name: str) -> ZarrFrameStore:
+        """A cached reader of the stream (its byte count and times stay in memory); a stream deleted and made
+        again under the same name gets a new one."""
+        cached = self._stores.get(name)
+        if cached is not None:
+            store, created = cached
+            store.committed()  # reads the attributes again
+            if store.attrs.get("created") == created and (store.path / "zarr.json").is_file():
+                return store
+        store = ZarrFrameStore.open(self.data, name)
+        self._stores[name] = (store, store.attrs.get("created"))
+        return store
+
+    def _freed(self, report: RetentionPass, name: str, reason: str, nbytes: int) -> None:
+        if nbytes:
+            report.freed[(name, reason)] = report.freed.get((name, reason), 0) + nbytes
+            self.stats.record_freed(name, reason, nbytes)
+
+    # ------------------------------------------------------------------------------------------ rules
+
+    def _ages(self, name: str, store: ZarrFrameStore, report: RetentionPass) -> None:
+        """Age rules, measured from the stream's newest committed frame."""
+        settings = self.settings_for(name)
+        rules = settings.retention
+        info = store.info()
+        if info.last_time is None:
+            return
+        if rules.keep_seconds > 0:
+            self._advance(store, report, "expired", info.last_time - rules.keep_seconds,
+                          lambda: store.info().expired_before, store.drop_before)
+        keep_fps = settings.levels.coarse.fps
+        if rules.full_seconds > 0 and keep_fps < info.stored_fps:
+            self._advance(store, report, "thinned", info.last_time - rules.full_seconds,
+                          lambda: store.info().thinned_before, lambda t: store.thin_before(t, keep_fps))
+
+    def _advance(self, store: ZarrFrameStore, report: RetentionPass, reason: str, target: float,
+                 boundary: Callable[[], float], cut: Callable[[float], int]) -> None:
+        """Move a retention boundary to ``target`` in steps of at most :data:`_STEP_FRAMES` frames (a stream
+        that gets its first ages after months of recording is worked off over a few passes, never in one)."""
+        info = store.info()
+        step = _STEP_FRAMES / info.stored_fps
+        while not self._stopping.is_set():
+            current = max(boundary(), info.first_time or 0.0)
+            if target <= current:
+                return
+            t = min(target, current + step)
+            self._freed(report, store.name, reason, self._room(lambda t=t: cut(t)))
+            if t >= target or boundary() <= current:
+                return
+
+    def _guard(self, stores: dict[str, ZarrFrameStore], report: RetentionPass) -> None:
+        """Delete the oldest frames across streams while the bytes bound or the free-space floor fails."""
+        bounds = self.settings.retention
+        stuck: set[str] = set()
+        for _ in range(_MAX_GUARD_STEPS):
+            if self._stopping.is_set():
+                return
+            free = shutil.disk_usage(self.data).free
+            report.disk_free = self.stats.disk_free = free
+            over = sum(report.stored.values()) - bounds.max_bytes if bounds.max_bytes else 0
+            short = bounds.min_free_bytes - free if bounds.min_free_bytes else 0
+            need = max(over, short)
+            if need <= 0:
+                self._stuck_warned = False
+                return
+            reason = "max_bytes" if over >= short else "min_free"
+            oldest = self._oldest(stores, stuck)
+            if not oldest:
+                report.over_bound = True
+                if not self._stuck_warned:
+                    log.warning("frame retention: %s still fails (%.1f MB over) with only each stream's newest "
+                                "frame left", "retention.max_bytes" if reason == "max_bytes" else
+                                "retention.min_free_bytes", need / 1e6)
+                    self._stuck_warned = True
+                return
+            name, t = self._step(stores, oldest, report.stored.get(oldest[0][1], 0), need)
+            store = stores[name]
+            before = store.available_from()
+            freed = self._room(lambda store=store, t=t: store.drop_before(t))
+            self._freed(report, name, reason, freed)
+            report.stored[name] = store.stored_bytes()
+            if freed == 0 and store.available_from() <= before:
+                stuck.add(name)
+
+    @staticmethod
+    def _oldest(stores: dict[str, ZarrFrameStore], stuck: set[str]) -> list[tuple[float, str, float, float, float]]:
+        """Streams that still have frames to give, oldest first: (wall time of the oldest frame, name, its media
+        time, media time of the newest, stored fps). Wall time is the stream's ``wall_start`` (live) or creation
+        time (files) plus media time."""
+        out = []
+        for name, store in stores.items():
+            if name in stuck:
+                continue
+            info = store.info()
+            if info.last_time is None or info.first_time is None:
+                continue
+            first = max(info.expired_before, info.first_time)
+            if first >= info.last_time:
+                continue  # only the newest frame is left: it is never deleted
+            base = info.wall_start if info.wall_start is not None else float(store.attrs.get("created") or 0.0)
+            out.append((base + first, name, first, info.last_time, info.stored_fps))
+        return sorted(out)
+
+    @staticmethod
+    def _step(stores: dict[str, ZarrFrameStore], oldest: list[tuple[float, str, float, float, float]],
+              stored: int, need: int) -> tuple[str, float]:
+        """The stream to cut and the media time to cut it at: about ``need`` bytes of its oldest frames, but not
+        past the wall time of the next-oldest stream's oldest frame (so the streams are cut in wall-time order);
+        at least one frame."""
+        wall, name, first, last, fps = oldest[0]
+        per_second = stored / max(last - first, 1.0 / fps)
+        t = first + min(max(need / max(per_second, 1.0), 1.0 / fps), _STEP_FRAMES / fps)
+        if len(oldest) > 1:
+            t = min(t, max(first + oldest[1][0] - wall, first + 1.0 / fps))
+        return name, t
+
+    # ------------------------------------------------------------------------------------------ a full disk
+
+    def _room(self, action: Callable[[], _T]) -> _T:
+        """Run ``action``; on a full disk give up the reserve file and try once more."""
+        try:
+            return action()
+        except OSError as err:
+            if err.errno != errno.ENOSPC or not self._release_reserve():
+                raise
+            log.warning("the data directory's disk is full: released the retention reserve to free frames")
+            return action()
+
+    def _release_reserve(self) -> bool:
+        try:
+            (self.data / RESERVE_FILE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _keep_reserve(self) -> None:
+        """Make the reserve file again once there is room for it (and then some)."""
+        path = self.data / RESERVE_FILE
+        if path.exists():
+            return
+        try:
+            if shutil.disk_usage(self.data).free < 4 * RESERVE_BYTES:
+                return
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except FileExistsError:
+            return
+        except OSError as err:  # no room after all, or a file system without fallocate: try on the next pass
+            path.unlink(missing_ok=True)
+            log.debug("retention reserve not made: %s", err)

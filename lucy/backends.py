@@ -1,12 +1,21 @@
-"""The question-time backends of one process, made once per configuration and shared by every question.
+"""The one place where a process makes its captioners and reasoners.
 
 A captioner or reasoner holds what is costly to make again: an HTTP connection pool (``openai``), a model on the
-GPU (``vllm``), a Tesseract instance (``pixels``). The server asks many questions about streams whose captioner
-settings differ (a stream may name its own backend), so backends are kept per configuration: two streams with
-the same captioner settings share one captioner, and with it one cap on captions in flight.
+GPU (``vllm``), a Tesseract instance (``pixels``). Every caller gets its backends here, and nowhere else:
 
-Async clients belong to the event loop they were made on: make and use a :class:`Backends` on one loop (the
-question loop of :mod:`lucy.service.questions`), and close it there.
+- questions (``lucy serve``'s question loop, ``lucy ask``, ``lucy demo``): a :class:`Backends`, which makes one
+  *guarded* captioner (:mod:`lucy.memory.captioners.guard`: captions in flight bounded across every question, a
+  per-caption deadline, a breaker that pauses a failing captioner) and one reasoner per configuration, shares them
+  among every question asked through it, and closes them in :meth:`Backends.aclose`. A server asks about
+  streams whose captioner settings differ (a stream may name its own backend): two streams with the same settings
+  share one captioner, and with it one cap on captions in flight.
+- a stream's background coarse builder (``lucy ingest``, a ``lucy serve`` stream worker, ``lucy demo``):
+  :func:`builder_captioner`, *unguarded*, because the builder has its own rules for a failing captioner (it
+  retries each span with backoff until the captioner answers; a question's deadline and breaker would only make
+  it give up). The builder owns it and closes it on its own event loop.
+
+Async clients belong to the event loop they were made on: make and use a :class:`Backends` on one loop, and close
+it there.
 """
 
 from __future__ import annotations
@@ -18,8 +27,13 @@ from lucy.memory.captioners.guard import GuardedCaptioner
 from lucy.query.reasoners import Reasoner, make_reasoner
 
 
+def builder_captioner(settings: LucySettings) -> Captioner | None:
+    """A new, unguarded captioner for one stream's coarse builder, which owns it (None for backend ``none``)."""
+    return make_captioner(settings)
+
+
 class Backends:
-    """Captioners (guarded: see :mod:`lucy.memory.captioners.guard`) and reasoners, one per configuration."""
+    """Question-time captioners (guarded) and reasoners, one per configuration, closed together."""
 
     def __init__(self) -> None:
         self._captioners: dict[str, GuardedCaptioner | None] = {}

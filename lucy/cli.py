@@ -5,18 +5,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from lucy.config import PRESETS, LucySettings, load_settings
+from lucy.config import (
+    CAPTIONER_BACKENDS,
+    LEVEL_NAMES_HELP,
+    PRESETS,
+    REASONER_BACKENDS,
+    LucySettings,
+    check_level_name,
+    load_settings,
+)
 from lucy.errors import LucyError
+
+if TYPE_CHECKING:  # imported where used: `lucy config show` need not load ingest
+    from lucy.recorder import RecorderObserver, Recording
 
 EXIT_ERROR = 1  # bad input, unreachable source, damaged file (what could be stored was kept)
 
@@ -26,91 +36,100 @@ def _settings(args: argparse.Namespace, **flags: Any) -> LucySettings:
                          preset=getattr(args, "preset", None), **flags)
 
 
-class _Progress:
+class _StatusLine:
     """One status line on stderr, refreshed at most twice a second (only on a terminal)."""
 
     def __init__(self) -> None:
         self.enabled = sys.stderr.isatty()
         self._last = 0.0
+        self._shown = False
 
-    def show(self, text: str, force: bool = False) -> None:
+    def show(self, text: str) -> None:
         now = time.monotonic()
-        if self.enabled and (force or now - self._last >= 0.5):
-            self._last = now
+        if self.enabled and now - self._last >= 0.5:
+            self._last, self._shown = now, True
             sys.stderr.write(f"\r\x1b[K{text}")
             sys.stderr.flush()
 
     def close(self) -> None:
-        if self.enabled:
+        """End the line (the next ``show`` starts a new one)."""
+        if self._shown:
             sys.stderr.write("\n")
+            self._shown = False
+
+
+def _ingest_line(stream: str, line: _StatusLine) -> RecorderObserver:
+    """``lucy ingest``'s status line: frames as they are stored, then the caption backlog of a finished file."""
+    from lucy.metrics import StreamProgress
+    from lucy.recorder import RecorderObserver
+
+    class IngestLine(RecorderObserver):
+        def on_commit(self, progress: StreamProgress) -> None:
+            i, c = progress.ingest, progress.caption
+            captions = "" if c is None else f" | captions {c.captions_per_second:5.2f}/s, lag {c.lag:7.1f} s"
+            line.show(f"{stream}: media {i.ingested_until:8.1f} s | decode {i.decode_fps:6.1f} fps | "
+                      f"{i.realtime_factor:5.1f}x real time | {i.committed} frames stored{captions}")
+
+        def on_ingest_end(self, progress: StreamProgress) -> None:
+            line.close()
+
+        def on_drain(self, progress: StreamProgress) -> None:
+            c = progress.caption
+            assert c is not None  # only a recording with a captioner drains
+            line.show(f"{stream}: captioning backlog: {c.pending} spans left | {c.captions_per_second:5.2f} captions/s"
+                      f" | captioned until {c.captioned_until:.1f} s of {progress.ingest.ingested_until:.1f} s")
+
+    return IngestLine()
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from lucy.ingest import Ingestor, IngestStats, ZarrFrameStore
+    from lucy.backends import builder_captioner
     from lucy.memory.nodes import INGEST_ORIGIN
     from lucy.memory.sqlite_store import open_memory
+    from lucy.recorder import StreamRecorder
 
     settings = _settings(args, **{"captioner.backend": args.captioner})
-    progress = _Progress()
+    line = _StatusLine()
     memory = open_memory(settings)
-    builder = _start_builder(settings, args.stream, memory)
-
-    def captions() -> str:
-        if builder is None:
-            return ""
-        b = builder.stats
-        return f" | captions {b.captions_per_second:5.2f}/s, lag {b.lag:7.1f} s"
-
-    def on_commit(store: ZarrFrameStore, stats: IngestStats) -> None:
-        if builder is not None:
-            builder.on_commit(store, stats)  # never blocks: captioning runs on its own thread
-        progress.show(f"{stats.stream}: media {stats.ingested_until:8.1f} s | decode {stats.decode_fps:6.1f} fps | "
-                      f"{stats.realtime_factor:5.1f}x real time | {stats.committed} frames stored{captions()}")
-
-    def terminate(signum: int, _frame: object) -> None:
-        # Stop cleanly: frames already decoded are committed and the summary printed.
-        ingestor.stop()
-        if builder is not None:
-            builder.interrupt()
-        if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts at once
-
-    ingestor = Ingestor(settings, args.source, args.stream, realtime=args.realtime, on_commit=on_commit)
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGINT, terminate)
-    captions_ok = True
     try:
-        result = ingestor.run()
-        progress.close()
-        info = ingestor.store.info() if ingestor.store is not None else None
-        finished = info is not None and not info.live and (result.complete or result.lost is not None)
-        if builder is not None and finished:  # a whole file: wait for its captions (the last partial span too)
-            captions_ok = builder.drain(progress=lambda b: progress.show(
-                f"{args.stream}: captioning backlog: {b.pending} spans left | {b.captions_per_second:5.2f} captions/s"
-                f" | captioned until {b.captioned_until:.1f} s of {b.ingested_until:.1f} s"))
-            progress.close()
-    except KeyboardInterrupt:
-        ingestor.stop()
-        progress.close()
-        _stop_builder(builder)
+        recorder = StreamRecorder(settings, args.source, args.stream, memory, builder_captioner(settings),
+                                  realtime=args.realtime, observer=_ingest_line(args.stream, line))
+
+        def terminate(signum: int, _frame: object) -> None:
+            # Stop cleanly: frames already decoded are committed and the summary printed.
+            recorder.stop()
+            if signum == signal.SIGINT:
+                signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts at once
+
+        signal.signal(signal.SIGTERM, terminate)
+        signal.signal(signal.SIGINT, terminate)
+        try:
+            recording = recorder.run()
+        except KeyboardInterrupt:
+            recorder.stop()
+            line.close()
+            print("lucy: interrupted; everything committed so far is kept", file=sys.stderr)
+            return 130
+        line.close()
+        coarse_nodes = memory.count(args.stream, level="coarse", origin=INGEST_ORIGIN)
+        captioned_until = memory.captioned_until(args.stream)
+    finally:
         memory.close()
-        print("lucy: interrupted; everything committed so far is kept", file=sys.stderr)
-        return 130
-    except BaseException:
-        _stop_builder(builder)
-        memory.close()
-        raise
-    left = _stop_builder(builder)
-    coarse_nodes = memory.count(args.stream, level="coarse", origin=INGEST_ORIGIN)
-    captioned_until = memory.captioned_until(args.stream)
-    memory.close()
-    summary = {"stream": result.stream, "frames": result.frames, "media_seconds": round(result.media_seconds, 3),
-               "wall_seconds": round(result.wall_seconds, 3)}
-    if args.json:
-        print(json.dumps({**summary, "new_frames": result.new_frames, "complete": result.complete,
-                          "lost": result.lost, "decode_errors": result.decode_errors,
-                          "reconnects": result.reconnects, "coarse_nodes": coarse_nodes,
-                          "captioned_until": round(captioned_until, 3), "coarse_pending": left}))
+    return _ingest_summary(recording, coarse_nodes, captioned_until, as_json=args.json)
+
+
+def _ingest_summary(recording: Recording, coarse_nodes: int, captioned_until: float, *, as_json: bool) -> int:
+    """Print how ``lucy ingest``'s recording ended; returns the exit code."""
+    from lucy.recorder import Backlog
+
+    result, left = recording.ingest, recording.uncaptioned
+    if as_json:
+        print(json.dumps({"stream": result.stream, "frames": result.frames,
+                          "media_seconds": round(result.media_seconds, 3), "wall_seconds": round(result.wall_seconds, 3),
+                          "new_frames": result.new_frames, "complete": result.complete, "lost": result.lost,
+                          "decode_errors": result.decode_errors, "reconnects": result.reconnects,
+                          "coarse_nodes": coarse_nodes, "captioned_until": round(captioned_until, 3),
+                          "coarse_pending": left}))
     else:
         print(f"{result.stream}: {result.new_frames} new frames, {result.frames} stored, "
               f"{result.media_seconds:.1f} s of media in {result.wall_seconds:.1f} s; "
@@ -119,9 +138,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if result.lost:
         print(f"lucy: error: {result.lost} (the frames before it are stored)", file=sys.stderr)
         code = EXIT_ERROR
-    if not captions_ok:
-        assert builder is not None
-        reason = builder.stats.last_error or "it made no progress"
+    if recording.backlog in (Backlog.CAPTIONER_DOWN, Backlog.TIMED_OUT):
+        reason = recording.last_caption_error or "it made no progress"
         print(f"lucy: error: captioner unavailable ({reason}); {left} coarse spans left uncaptioned "
               f"(they are captioned on the next run)", file=sys.stderr)
         code = EXIT_ERROR
@@ -130,30 +148,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return code
 
 
-def _start_builder(settings: LucySettings, stream: str, memory: Any) -> Any:
-    """The background coarse-caption builder of ``stream`` (None with ``--captioner none``)."""
-    if settings.captioner.backend == "none":
-        return None
-    from lucy.memory.builder import CoarseBuilder
-    from lucy.memory.captioners import make_captioner
+def _stream_rows(settings: LucySettings) -> list[dict[str, Any]]:
+    from lucy.ingest import open_frames
 
-    return CoarseBuilder(settings, stream, memory, make_captioner(settings)).start()
-
-
-def _stop_builder(builder: Any) -> int | None:
-    """Stop the builder (captions in flight are dropped, not lost); returns the spans left uncaptioned."""
-    if builder is None:
-        return None
-    builder.stop()
-    return builder.stats.pending
-
-
-def _stream_rows(data: Path) -> list[dict[str, Any]]:
-    from lucy.ingest import ZarrFrameStore, list_streams
-
+    frames = open_frames(settings)
     rows = []
-    for name in list_streams(data):
-        info = ZarrFrameStore.open(data, name).info()
+    for name in frames.names():
+        info = frames.open(name).info()
         rows.append({"stream": name, "source": info.source, "live": info.live, "frames": info.frames,
                      "media_seconds": round(info.media_seconds, 3), "stored_fps": info.stored_fps,
                      "size": f"{info.width}x{info.height}", "codec": info.codec, "complete": info.complete,
@@ -163,7 +164,7 @@ def _stream_rows(data: Path) -> list[dict[str, Any]]:
 
 def cmd_streams(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    rows = _stream_rows(settings.data)
+    rows = _stream_rows(settings)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -179,9 +180,10 @@ def cmd_streams(args: argparse.Namespace) -> int:
 
 
 def _memory_level(value: str) -> str:
-    if not re.fullmatch(r"coarse|fine|ultra_fine|summary[1-9][0-9]*", value):
-        raise argparse.ArgumentTypeError(f"unknown level {value!r}: use coarse, fine, ultra_fine or summaryN")
-    return value
+    try:
+        return check_level_name(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _clock(seconds: float) -> str:
@@ -192,16 +194,16 @@ def _clock(seconds: float) -> str:
 def cmd_memory(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from lucy.ingest import check_stream_name, list_streams
-    from lucy.memory.sqlite_store import DB_NAME, open_memory
+    from lucy.ingest import check_stream_name, open_frames
+    from lucy.memory.sqlite_store import open_existing_memory
 
     settings = _settings(args)
     stream = check_stream_name(args.stream)
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise LucyError(f"--to ({args.end:g}) must be after --from ({args.start:g})")
-    nodes, until, known = [], 0.0, stream in list_streams(settings.data)
-    if (settings.data / DB_NAME).is_file():  # reading never creates a database
-        memory = open_memory(settings)
+    nodes, until, known = [], 0.0, open_frames(settings).exists(stream)
+    memory = open_existing_memory(settings)  # reading never creates a memory store
+    if memory is not None:
         try:
             nodes = memory.nodes(stream, level=args.level, start=args.start, end=args.end)
             until = memory.captioned_until(stream)
@@ -276,13 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", required=True, help="stream name")
     p.add_argument("--realtime", action="store_true", help="pace a file like a live stream")
     p.add_argument("--json", action="store_true", help="print one JSON summary at the end")
-    p.add_argument("--captioner", choices=["pixels", "openai", "vllm", "none"],
+    p.add_argument("--captioner", choices=CAPTIONER_BACKENDS,
                    help="backend that captions coarse memory while ingesting (default: captioner.backend)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("memory", parents=[common], help="print the memory timeline of a stream")
     p.add_argument("--stream", required=True, help="stream name")
-    p.add_argument("--level", type=_memory_level, help="coarse, fine, ultra_fine or summaryN (default: all)")
+    p.add_argument("--level", type=_memory_level, help=f"{LEVEL_NAMES_HELP} (default: all)")
     p.add_argument("--from", dest="start", type=float, metavar="T", help="from media second T")
     p.add_argument("--to", dest="end", type=float, metavar="T", help="up to media second T")
     p.add_argument("--json", action="store_true")
@@ -303,8 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", required=True, help="stream name")
     p.add_argument("--option", action="append", metavar="TEXT", help="a multiple-choice option (repeat for each)")
     p.add_argument("--json", action="store_true", help="print one JSON object (answer, evidence, costs, trace)")
-    p.add_argument("--reasoner", choices=["lexical", "openai"], help="agents' backend (default: reasoner.backend)")
-    p.add_argument("--captioner", choices=["pixels", "openai", "vllm", "none"],
+    p.add_argument("--reasoner", choices=REASONER_BACKENDS, help="agents' backend (default: reasoner.backend)")
+    p.add_argument("--captioner", choices=CAPTIONER_BACKENDS,
                    help="backend that captions deeper memory (default: captioner.backend)")
     p.set_defaults(func=cmd_ask)
 

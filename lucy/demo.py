@@ -14,14 +14,14 @@ import threading
 import time
 from pathlib import Path
 
+from lucy.backends import Backends, builder_captioner
 from lucy.config import LucySettings
-from lucy.errors import LucyError
-from lucy.ingest import Ingestor, ZarrFrameStore
-from lucy.memory.builder import CoarseBuilder
-from lucy.memory.captioners import make_captioner
-from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.memory.nodes import INGEST_ORIGIN
+from lucy.memory.sqlite_store import open_memory
+from lucy.memory.store import MemoryStore
 from lucy.query.console import answer_lines
 from lucy.query.factory import open_engine
+from lucy.recorder import Recording, StreamRecorder
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
 
 DEMO_SECONDS = 90.0
@@ -64,11 +64,42 @@ def demo_settings(settings: LucySettings, data: Path) -> LucySettings:
     })
 
 
-async def _ask(settings: LucySettings, memory: SQLiteMemoryStore, question: str, options: list[str]) -> None:
+class _Recording:
+    """The demo's recording, on a thread of its own while the questions are asked."""
+
+    def __init__(self, recorder: StreamRecorder) -> None:
+        self.recorder = recorder
+        self.ended: Recording | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="demo-recording", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.ended = self.recorder.run()
+        except BaseException as err:  # noqa: BLE001  (raised again on the questions' side: check())
+            self.error = err
+
+    def ingested(self) -> float:
+        return self.recorder.progress().ingest.ingested_until
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    async def reach(self, media_seconds: float) -> None:
+        """Wait until ``media_seconds`` of video are stored (or the recording has ended)."""
+        while self.ingested() < media_seconds and self.thread.is_alive():
+            await asyncio.sleep(0.2)
+        self.check()
+
+
+async def _ask(settings: LucySettings, memory: MemoryStore, backends: Backends, question: str,
+               options: list[str]) -> None:
     print(f"\n? {question}")
     for i, option in enumerate(options):
         print(f"    {i}. {option}")
-    async with open_engine(settings, "demo", memory=memory) as engine:
+    async with open_engine(settings, "demo", memory=memory, backends=backends) as engine:
         run = engine.run(question, options)
         async for step in run:
             if step.agent != "done":
@@ -77,11 +108,25 @@ async def _ask(settings: LucySettings, memory: SQLiteMemoryStore, question: str,
         print("\n".join("  => " + line for line in answer_lines(run.result)), flush=True)
 
 
-def _ingested(settings: LucySettings) -> float:
+async def _questions(settings: LucySettings, memory: MemoryStore, recording: _Recording) -> None:
+    """Ask the questions while the video is recorded, then the first one again; one event loop and one set of
+    backends for all of them."""
+    began = time.monotonic()
+    backends = Backends()
     try:
-        return ZarrFrameStore.open(settings.data, "demo").info().media_seconds
-    except LucyError:
-        return 0.0
+        for at, question, options in QUESTIONS:
+            await recording.reach(at)
+            print(f"\n[{time.monotonic() - began:5.1f} s wall, {recording.ingested():5.1f} s of video ingested]",
+                  end="")
+            await _ask(settings, memory, backends, question, options)
+        await asyncio.to_thread(recording.thread.join)  # ingest, then the last captions
+        recording.check()
+        print(f"\ningest finished after {time.monotonic() - began:.1f} s; coarse memory: "
+              f"{memory.count('demo', level='coarse', origin=INGEST_ORIGIN)} spans. Asking the first question again "
+              f"(what it found is in memory now, so nothing needs captioning):")
+        await _ask(settings, memory, backends, QUESTIONS[0][1], QUESTIONS[0][2])
+    finally:
+        await backends.aclose()
 
 
 def run_demo(settings: LucySettings, workdir: Path | None = None, *, realtime: bool = True) -> int:
@@ -94,43 +139,17 @@ def run_demo(settings: LucySettings, workdir: Path | None = None, *, realtime: b
     print(f"ingesting it {'paced in real time, like a live camera' if realtime else 'as fast as possible'}, "
           f"with coarse captions every {settings.levels.coarse.span_seconds:g} s (pixels captioner); questions "
           f"are answered by the lexical reasoner while ingestion goes on")
-    memory = SQLiteMemoryStore.for_data(settings)
-    captioner = make_captioner(settings)
-    assert captioner is not None
-    builder = CoarseBuilder(settings, "demo", memory, captioner).start()
-    ingestor = Ingestor(settings, str(video), "demo", realtime=realtime, on_commit=builder.on_commit)
-    failure: list[BaseException] = []
-
-    def ingest() -> None:
-        try:
-            ingestor.run()
-        except BaseException as err:  # noqa: BLE001  (reported by the main thread)
-            failure.append(err)
-
-    thread = threading.Thread(target=ingest, name="demo-ingest", daemon=True)
-    began = time.monotonic()
-    thread.start()
+    memory = open_memory(settings)
     try:
-        for at, question, options in QUESTIONS:
-            while _ingested(settings) < at and thread.is_alive():
-                time.sleep(0.2)
-            if failure:
-                raise failure[0]
-            print(f"\n[{time.monotonic() - began:5.1f} s wall, {_ingested(settings):5.1f} s of video ingested]",
-                  end="")
-            asyncio.run(_ask(settings, memory, question, options))
-        thread.join()
-        if failure:
-            raise failure[0]
-        builder.drain(timeout=120)
-        print(f"\ningest finished after {time.monotonic() - began:.1f} s; coarse memory: "
-              f"{len(memory.nodes('demo', level='coarse', origin='ingest'))} spans. Asking the first question again "
-              f"(what it found is in memory now, so nothing needs captioning):")
-        asyncio.run(_ask(settings, memory, QUESTIONS[0][1], QUESTIONS[0][2]))
-        print(f"\ndata directory: {settings.data}  (try: lucy memory --stream demo --data {settings.data})")
+        recorder = StreamRecorder(settings, str(video), "demo", memory, builder_captioner(settings),
+                                  realtime=realtime, drain_timeout=120)
+        recording = _Recording(recorder)
+        try:
+            asyncio.run(_questions(settings, memory, recording))
+        finally:
+            recorder.stop()
+            recording.thread.join(timeout=60)
     finally:
-        ingestor.stop()
-        thread.join(timeout=30)
-        builder.stop()
         memory.close()
+    print(f"\ndata directory: {settings.data}  (try: lucy memory --stream demo --data {settings.data})")
     return 0

@@ -1,6 +1,24 @@
-"""Configuration (pydantic-settings) and the memory-level presets."""
+"""Configuration (pydantic-settings), the memory-level presets, and the names both share (levels, backends)."""
 
-from lucy.config.presets import PRESETS, Level, LevelSpec, Preset
+from lucy.config.names import (
+    CAPTIONER_BACKENDS,
+    FRAME_CODECS,
+    LEVEL_NAMES_HELP,
+    REASONER_BACKENDS,
+    CaptionerBackend,
+    FrameCodec,
+    Level,
+    ReasonerBackend,
+    check_level_name,
+    is_level_name,
+    summary_depth,
+    summary_level,
+)
+from lucy.config.presets import PRESETS, LevelSpec, Preset
 from lucy.config.settings import IngestSettings, LucySettings, load_settings
 
-__all__ = ["PRESETS", "IngestSettings", "Level", "LevelSpec", "LucySettings", "Preset", "load_settings"]
+__all__ = [
+    "CAPTIONER_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP", "PRESETS", "REASONER_BACKENDS", "CaptionerBackend",
+    "FrameCodec", "IngestSettings", "Level", "LevelSpec", "LucySettings", "Preset", "ReasonerBackend",
+    "check_level_name", "is_level_name", "load_settings", "summary_depth", "summary_level",
+]

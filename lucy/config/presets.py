@@ -8,23 +8,9 @@ Span lengths grow with the benchmark's video durations so that a video has a few
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
-class Level(StrEnum):
-    """Memory depths, coarsest first. Summary levels above coarse are built by the query stage."""
-
-    COARSE = "coarse"
-    FINE = "fine"
-    ULTRA_FINE = "ultra_fine"
-
-    @property
-    def deeper(self) -> Level | None:
-        order = list(Level)
-        i = order.index(self)
-        return order[i + 1] if i + 1 < len(order) else None
+from lucy.config.names import Level
 
 
 class LevelSpec(BaseModel):
@@ -62,7 +48,7 @@ class Preset(BaseModel):
     @property
     def finest_fps(self) -> float:
         """The rate ingest must keep so that every level can be read back at its own rate."""
-        return max(self.coarse.fps, self.fine.fps, self.ultra_fine.fps)
+        return max(self.level(level).fps for level in Level)
 
 
 def _preset(description: str, spans: tuple[float, float, float], fps: tuple[float, float, float]) -> Preset:

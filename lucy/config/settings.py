@@ -18,6 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from lucy.config.names import CaptionerBackend, FrameCodec, ReasonerBackend
 from lucy.config.presets import PRESETS, Preset
 from lucy.errors import LucyError
 
@@ -34,7 +35,7 @@ class IngestSettings(_Section):
 
     frame_width: int = Field(640, ge=64, le=3840, description="Stored frames fit inside this width (px).")
     frame_height: int = Field(360, ge=64, le=2160, description="Stored frames fit inside this height (px).")
-    codec: Literal["jpeg", "jpegxl", "zstd"] = Field(
+    codec: FrameCodec = Field(
         "jpeg", description="Per-frame compression in the Zarr store (see bench/ingest.py for the trade-off).")
     jpeg_quality: int = Field(90, ge=30, le=100, description="JPEG / JPEG-XL quality of stored frames.")
     commit_every_frames: int = Field(
@@ -130,7 +131,7 @@ class VllmCaptionerSettings(_Section):
 class CaptionerSettings(_Section):
     """Which captioner builds memory, and how hard it may be pushed."""
 
-    backend: Literal["pixels", "openai", "vllm", "none"] = Field(
+    backend: CaptionerBackend = Field(
         "pixels", description="pixels (CPU, no model), openai (any compatible server), vllm (in-process GPU).")
     coarse_instruction: str = Field(DEFAULT_COARSE_INSTRUCTION, min_length=1, max_length=4000,
                                     description="Instruction for question-independent coarse captions.")
@@ -326,7 +327,7 @@ class LexicalReasonerSettings(_Section):
 class ReasonerSettings(_Section):
     """The LLM agents of the question loop (localise + instruct, answer, select spans, summarise)."""
 
-    backend: Literal["lexical", "openai"] = Field(
+    backend: ReasonerBackend = Field(
         "lexical", description="lexical (embedded, deterministic, CPU) or openai (any compatible chat model).")
     base_url: str = Field("http://127.0.0.1:8000/v1", min_length=1, max_length=2048,
                           description="Base URL of the OpenAI-compatible chat API.")

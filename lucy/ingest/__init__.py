@@ -1,15 +1,26 @@
-"""Ingest: sources (PyAV) -> pts sampler -> Zarr v3 frame store.
+"""Ingest: sources (PyAV) -> pts sampler -> frame store (Zarr v3 today).
 
-Importing this package registers Lucy's Zarr image codecs, which every reader of a frame store needs.
+Callers know the :class:`FrameStores` catalogue and the :class:`FrameStore` of a stream; :func:`open_frames` is the
+one place the backend is chosen. Importing this package registers Lucy's Zarr image codecs, which every reader
+of a Zarr frame store needs.
 """
 
 from lucy.ingest import codecs as _codecs  # noqa: F401  (registers the zarr codecs)
-from lucy.ingest.frames import Clip, FrameStore, Gap, RetentionState, StreamInfo, check_stream_name
+from lucy.ingest.frames import (
+    Clip,
+    FrameStore,
+    FrameStores,
+    Gap,
+    RetentionState,
+    StreamInfo,
+    check_stream_name,
+)
 from lucy.ingest.pipeline import Ingestor, IngestResult, IngestStats
 from lucy.ingest.source import open_source, redact_url
-from lucy.ingest.zarr_store import ZarrFrameStore, list_streams
+from lucy.ingest.zarr_store import ZarrFrameStore, ZarrFrameStores, list_streams, open_frames
 
 __all__ = [
-    "Clip", "FrameStore", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState", "StreamInfo",
-    "ZarrFrameStore", "check_stream_name", "list_streams", "open_source", "redact_url",
+    "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState",
+    "StreamInfo", "ZarrFrameStore", "ZarrFrameStores", "check_stream_name", "list_streams", "open_frames",
+    "open_source", "redact_url",
 ]

@@ -61,6 +61,7 @@ class StreamInfo:
     gaps: list[Gap] = field(default_factory=list)
     expired_before: float = 0.0  # retention deleted every frame before this media time (memory text is kept)
     thinned_before: float = 0.0  # frames before this media time were thinned to a coarse rate by retention
+    created: float | None = None  # Unix time the stream's store was created (tells a re-created stream apart)
 
     @property
     def media_seconds(self) -> float:
@@ -87,13 +88,19 @@ class RetentionState:
 
 
 class FrameStore(ABC):
-    """One stream's stored frames. One writer appends; any number of readers, in any process."""
+    """One stream's stored frames. One writer appends; any number of readers, in any process.
+
+    A store is opened for reading (:meth:`FrameStores.open`) or as the stream's one writer
+    (:meth:`FrameStores.create`, :meth:`FrameStores.open_writer`). The writer side (``append`` and the metadata
+    setters) and the retention side (``thin_before``, ``drop_before``, ``save_accounting``) are part of the
+    interface, so that ingest and retention work on any backend. A store opened for reading refuses the writer
+    side (:class:`StoreError`); the retention side is for the data directory's one retention owner, which works on
+    stores opened for reading (retention keeps its own record and never touches what the writer writes).
+    """
 
     name: str
 
-    @abstractmethod
-    def append(self, frames: np.ndarray, times: np.ndarray) -> int:
-        """Store and commit frames (times strictly increasing, after all stored ones); return the count."""
+    # ----------------------------------------------------------------------------------- reading
 
     @abstractmethod
     def committed(self) -> int:
@@ -112,6 +119,31 @@ class FrameStore(ABC):
     def info(self) -> StreamInfo:
         """The stream's description and progress."""
 
+    def holds_source(self, source: str) -> bool:
+        """Whether the stream was created from the source ``source`` names (as given, credentials and all: the
+        store compares it with what it keeps, never keeps it). A resumed ingest refuses another source."""
+        raise NotImplementedError(f"{type(self).__name__} does not record its source")
+
+    # ----------------------------------------------------------------------------------- writing
+
+    @abstractmethod
+    def append(self, frames: np.ndarray, times: np.ndarray) -> int:
+        """Store and commit frames (times strictly increasing, after all stored ones); return the count."""
+
+    def set_wall_start(self, wall_start: float) -> None:
+        """Record the Unix time of media time 0 of a live stream (the first call wins)."""
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    def add_gap(self, gap: Gap) -> None:
+        """Record media time during which a live stream delivered nothing."""
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    def mark_finished(self, *, complete: bool, lost: str | None) -> None:
+        """Record how a file's ingest ended: read to its end (``complete``), or what it could not give."""
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    # ----------------------------------------------------------------------------------- retention
+
     def available_from(self) -> float:
         """Media time before which retention has deleted every frame (0.0: none deleted). Memory text of that
         time is kept; only its frames are gone, so it cannot be captioned again."""
@@ -120,6 +152,59 @@ class FrameStore(ABC):
     def retention_state(self) -> RetentionState:
         """What retention has deleted so far (nothing, for stores without retention)."""
         return RetentionState()
+
+    def stored_bytes(self) -> int:
+        """Bytes the stored frames take (what retention's byte bound counts)."""
+        raise NotImplementedError(f"{type(self).__name__} has no retention")
+
+    def thin_before(self, t: float, keep_fps: float) -> int:
+        """Thin the frames before media time ``t`` to ``keep_fps`` (never the newest committed frame); returns
+        the bytes freed."""
+        raise NotImplementedError(f"{type(self).__name__} has no retention")
+
+    def drop_before(self, t: float) -> int:
+        """Delete every frame before media time ``t`` (never the newest committed frame); returns the bytes
+        freed."""
+        raise NotImplementedError(f"{type(self).__name__} has no retention")
+
+    def save_accounting(self) -> None:
+        """Persist what :meth:`stored_bytes` counted, so that other processes need not count again."""
+
+
+class FrameStores(ABC):
+    """The frame stores of one data directory, one per stream: the catalogue every caller goes through to list,
+    open, create and delete streams' frames. Nothing else knows where or how a backend keeps them (files of a
+    local Zarr store today; objects of an S3 bucket tomorrow).
+
+    Stream names are checked (:func:`check_stream_name`) by every method that takes one.
+    """
+
+    @abstractmethod
+    def names(self) -> list[str]:
+        """Names of the streams stored, sorted."""
+
+    @abstractmethod
+    def exists(self, name: str) -> bool:
+        """Whether a stream of that name is stored (a stream being created or deleted is not)."""
+
+    @abstractmethod
+    def open(self, name: str) -> FrameStore:
+        """A read-only view of a stream (any number, in any process); :class:`StoreError` if there is none."""
+
+    @abstractmethod
+    def open_writer(self, name: str) -> FrameStore:
+        """An existing stream, to append to it (hold the stream's writer lock: one writer per stream)."""
+
+    @abstractmethod
+    def create(self, name: str, *, source: str, live: bool, width: int, height: int, stored_fps: float,
+               codec: str, quality: int) -> FrameStore:
+        """Create a stream and return its writer; :class:`StoreError` if it exists. ``source`` is the source as
+        given: the store keeps it redacted, plus a salted hash of its identity that
+        :meth:`FrameStore.holds_source` checks. The stream appears whole, or not at all."""
+
+    @abstractmethod
+    def delete(self, name: str) -> bool:
+        """Delete a stream's frames (hold its writer lock); False if there was no such stream."""
 
 
 def pick_rate(times: np.ndarray, start: float, end: float, fps: float | None) -> np.ndarray:

@@ -13,17 +13,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
-from lucy.ingest.frames import Gap
+from lucy.ingest.frames import FrameStore, FrameStores, Gap
 from lucy.ingest.lock import Holder, stream_lock
 from lucy.ingest.sampler import Sampler, fit_size
-from lucy.ingest.source import Frame, Source, open_source, source_identity, source_matches, stored_source_id
-from lucy.ingest.zarr_store import ZarrFrameStore, frames_root
+from lucy.ingest.source import Frame, Source, open_source
+from lucy.ingest.zarr_store import open_frames
+from lucy.metrics.progress import IngestProgress
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ _DONE = object()
 
 @dataclass
 class IngestStats:
-    """Live progress of one ingest run (read by progress displays and metrics)."""
+    """Live counters of one ingest run, written by the ingestor; readers take a :meth:`snapshot`."""
 
     stream: str
     started: float = field(default_factory=time.monotonic)
@@ -61,6 +61,14 @@ class IngestStats:
         media = self.ingested_until - (self.media_start or 0.0)
         return media / max(self.wall_seconds, 1e-9)
 
+    def snapshot(self) -> IngestProgress:
+        """These figures, frozen (rates as of now), for :class:`lucy.metrics.progress.StreamProgress`."""
+        return IngestProgress(
+            frames_decoded=self.frames_decoded, frames_stored=self.frames_stored, committed=self.committed,
+            media_start=self.media_start, ingested_until=self.ingested_until, decode_fps=self.decode_fps,
+            realtime_factor=self.realtime_factor, decode_errors=self.decode_errors, reconnects=self.reconnects,
+            gaps=self.gaps)
+
 
 @dataclass(frozen=True)
 class IngestResult:
@@ -79,16 +87,17 @@ class Ingestor:
     """Runs one source into one stream of a data directory. :meth:`run` blocks; :meth:`stop` ends it."""
 
     def __init__(self, settings: LucySettings, source: str, stream: str, *, realtime: bool = False,
-                 on_commit: Callable[[ZarrFrameStore, IngestStats], None] | None = None,
-                 holder: Holder | None = None) -> None:
+                 on_commit: Callable[[FrameStore, IngestStats], None] | None = None,
+                 holder: Holder | None = None, frames: FrameStores | None = None) -> None:
         self.settings = settings
+        self.frames = frames if frames is not None else open_frames(settings)
         self.spec = source
         self.stream = stream
         self.holder = holder  # who the stream's writer lock names (default: this process)
         self.realtime = realtime
         self.on_commit = on_commit
         self.stats = IngestStats(stream)
-        self.store: ZarrFrameStore | None = None
+        self.store: FrameStore | None = None
         self._source: Source | None = None
         self._stopping = threading.Event()
 
@@ -98,16 +107,16 @@ class Ingestor:
             self._source.stop()
 
     def _open(self) -> tuple[Source, float]:
-        data: Path = self.settings.data
         resume_after = wall_start = None
         fps = self.settings.levels.finest_fps
-        if (frames_root(data) / self.stream / "zarr.json").is_file():
-            self.store = ZarrFrameStore.open_writer(data, self.stream)
-            if not source_matches(self.store.attrs["source_id"], self.spec):
+        if self.frames.exists(self.stream):
+            self.store = self.frames.open_writer(self.stream)
+            held = self.store.info()
+            if not self.store.holds_source(self.spec):
                 raise StoreError(f"stream {self.stream!r} already holds another source "
-                                 f"({self.store.attrs['source']}); choose another --stream name")
-            resume_after, wall_start = self.store.attrs["last_time"], self.store.attrs["wall_start"]
-            fps = self.store.attrs["stored_fps"]  # a stream keeps the rate it was created with
+                                 f"({held.source}); choose another --stream name")
+            resume_after, wall_start = held.last_time, held.wall_start
+            fps = held.stored_fps  # a stream keeps the rate it was created with
         # The roots are checked again here, not only by the API: a playlist may have changed since.
         source = open_source(self.spec, self.settings.ingest, resume_after=resume_after,
                              wall_start=wall_start, realtime=self.realtime,
@@ -133,7 +142,7 @@ class Ingestor:
             stats.committed = self.store.committed()
             stats.ingested_until = self.store.info().media_seconds
             stats.media_start = stats.ingested_until
-        sampler = Sampler(fps, after=None if self.store is None else self.store.attrs["last_time"])
+        sampler = Sampler(fps, after=None if self.store is None else self.store.info().last_time)
         items: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_FRAMES)
         writer_done = threading.Event()  # set once nobody takes items any more (the writer returned or raised)
         decoder = threading.Thread(target=self._decode, args=(source, sampler, items, writer_done),
@@ -186,7 +195,8 @@ class Ingestor:
         frames: list[np.ndarray] = []
         size: tuple[int, int] | None = None
         if self.store is not None:
-            size = (self.store.attrs["width"], self.store.attrs["height"])
+            info = self.store.info()
+            size = (info.width, info.height)
         last_commit = time.monotonic()
 
         def commit() -> None:
@@ -226,10 +236,8 @@ class Ingestor:
             assert isinstance(item, Frame)
             if size is None:
                 size = fit_size(item.video.width, item.video.height, s.frame_width, s.frame_height)
-                self.store = ZarrFrameStore.create(
-                    self.settings.data, self.stream, source=source_identity(self.spec)[0],
-                    source_id=stored_source_id(self.spec),
-                    live=source.live, width=size[0], height=size[1], stored_fps=fps,
+                self.store = self.frames.create(
+                    self.stream, source=self.spec, live=source.live, width=size[0], height=size[1], stored_fps=fps,
                     codec=s.codec, quality=s.jpeg_quality)
             if self.stats.media_start is None:
                 self.stats.media_start = item.time

@@ -4,14 +4,14 @@ Every ``retention.interval_seconds`` (an asyncio task of ``lucy serve``; the wor
 stream of the data directory:
 
 - age rules, against the stream's newest committed frame: frames older than ``full_seconds`` are thinned to the
-  coarse level's rate (:meth:`ZarrFrameStore.thin_before`), frames older than ``keep_seconds`` are deleted
-  (:meth:`ZarrFrameStore.drop_before`); a stream's own ages override the server's;
+  coarse level's rate (:meth:`FrameStore.thin_before`), frames older than ``keep_seconds`` are deleted
+  (:meth:`FrameStore.drop_before`); a stream's own ages override the server's;
 - a disk-pressure guard, for all streams together (Frigate's storage maintainer): while the stored frame bytes
   exceed ``max_bytes`` or the disk's free space is below ``min_free_bytes``, the oldest frames by wall-clock time
   across streams are deleted, a step at a time, until the bound holds again (never a stream's newest frame).
 
 Memory text is never deleted: questions about a span whose frames are gone answer from memory and say the frames
-have expired. Bytes stored are counted cheaply (:meth:`ZarrFrameStore.stored_bytes`: one count per stream, then a
+have expired. Bytes stored are counted cheaply (:meth:`FrameStore.stored_bytes`: one count per stream, then a
 stat per new frame), and the figures go to :class:`lucy.metrics.RetentionStats` for the metrics.
 
 A full disk refuses even the small record retention writes before it deletes anything, so the maintainer keeps
@@ -34,7 +34,8 @@ from typing import TypeVar
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
-from lucy.ingest.zarr_store import ZarrFrameStore, list_streams
+from lucy.ingest.frames import FrameStore, FrameStores
+from lucy.ingest.zarr_store import open_frames
 from lucy.metrics.stats import RetentionStats
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,13 @@ class RetentionMaintainer:
     process that deletes frames or writes the streams' retention records."""
 
     def __init__(self, settings: LucySettings, *, settings_for: Callable[[str], LucySettings] | None = None,
-                 stats: RetentionStats | None = None) -> None:
+                 stats: RetentionStats | None = None, frames: FrameStores | None = None) -> None:
         self.settings = settings
         self.data = Path(settings.data)
+        self.frames = frames if frames is not None else open_frames(settings)
         self.settings_for = settings_for or (lambda _name: settings)
         self.stats = stats or RetentionStats()
-        self._stores: dict[str, tuple[ZarrFrameStore, float]] = {}  # name -> (store, its creation time)
+        self._stores: dict[str, tuple[FrameStore, float | None]] = {}  # name -> (store, its creation time)
         self._stuck_warned = False
         self._stopping = threading.Event()  # a pass in its thread stops between steps once the task is cancelled
 
@@ -102,12 +104,12 @@ class RetentionMaintainer:
         report = RetentionPass()
         if not self.data.is_dir():
             return report
-        names = list_streams(self.data)
+        names = self.frames.names()
         for gone in set(self._stores) - set(names):
             del self._stores[gone]
         for gone in set(self.stats.snapshot()[0]) - set(names):
             self.stats.forget(gone)
-        stores: dict[str, ZarrFrameStore] = {}
+        stores: dict[str, FrameStore] = {}
         for name in names:
             try:
                 store = self._store(name)
@@ -132,17 +134,16 @@ class RetentionMaintainer:
                      ", ".join(f"{s} {r} {b / 1e6:.1f} MB" for (s, r), b in sorted(report.freed.items())))
         return report
 
-    def _store(self, name: str) -> ZarrFrameStore:
+    def _store(self, name: str) -> FrameStore:
         """A cached reader of the stream (its byte count and times stay in memory); a stream deleted and made
         again under the same name gets a new one."""
         cached = self._stores.get(name)
         if cached is not None:
             store, created = cached
-            store.committed()  # reads the attributes again
-            if store.attrs.get("created") == created and (store.path / "zarr.json").is_file():
+            if self.frames.exists(name) and store.info().created == created:
                 return store
-        store = ZarrFrameStore.open(self.data, name)
-        self._stores[name] = (store, store.attrs.get("created"))
+        store = self.frames.open(name)
+        self._stores[name] = (store, store.info().created)
         return store
 
     def _freed(self, report: RetentionPass, name: str, reason: str, nbytes: int) -> None:
@@ -152,7 +153,7 @@ class RetentionMaintainer:
 
     # ------------------------------------------------------------------------------------------ rules
 
-    def _ages(self, name: str, store: ZarrFrameStore, report: RetentionPass) -> None:
+    def _ages(self, name: str, store: FrameStore, report: RetentionPass) -> None:
         """Age rules, measured from the stream's newest committed frame."""
         settings = self.settings_for(name)
         rules = settings.retention
@@ -167,7 +168,7 @@ class RetentionMaintainer:
             self._advance(store, report, "thinned", info.last_time - rules.full_seconds,
                           lambda: store.info().thinned_before, lambda t: store.thin_before(t, keep_fps))
 
-    def _advance(self, store: ZarrFrameStore, report: RetentionPass, reason: str, target: float,
+    def _advance(self, store: FrameStore, report: RetentionPass, reason: str, target: float,
                  boundary: Callable[[], float], cut: Callable[[float], int]) -> None:
         """Move a retention boundary to ``target`` in steps of at most :data:`_STEP_FRAMES` frames (a stream
         that gets its first ages after months of recording is worked off over a few passes, never in one)."""
@@ -182,7 +183,7 @@ class RetentionMaintainer:
             if t >= target or boundary() <= current:
                 return
 
-    def _guard(self, stores: dict[str, ZarrFrameStore], report: RetentionPass) -> None:
+    def _guard(self, stores: dict[str, FrameStore], report: RetentionPass) -> None:
         """Delete the oldest frames across streams while the bytes bound or the free-space floor fails."""
         bounds = self.settings.retention
         stuck: set[str] = set()
@@ -217,7 +218,7 @@ class RetentionMaintainer:
                 stuck.add(name)
 
     @staticmethod
-    def _oldest(stores: dict[str, ZarrFrameStore], stuck: set[str]) -> list[tuple[float, str, float, float, float]]:
+    def _oldest(stores: dict[str, FrameStore], stuck: set[str]) -> list[tuple[float, str, float, float, float]]:
         """Streams that still have frames to give, oldest first: (wall time of the oldest frame, name, its media
         time, media time of the newest, stored fps). Wall time is the stream's ``wall_start`` (live) or creation
         time (files) plus media time."""
@@ -231,12 +232,12 @@ class RetentionMaintainer:
             first = max(info.expired_before, info.first_time)
             if first >= info.last_time:
                 continue  # only the newest frame is left: it is never deleted
-            base = info.wall_start if info.wall_start is not None else float(store.attrs.get("created") or 0.0)
+            base = info.wall_start if info.wall_start is not None else float(info.created or 0.0)
             out.append((base + first, name, first, info.last_time, info.stored_fps))
         return sorted(out)
 
     @staticmethod
-    def _step(stores: dict[str, ZarrFrameStore], oldest: list[tuple[float, str, float, float, float]],
+    def _step(stores: dict[str, FrameStore], oldest: list[tuple[float, str, float, float, float]],
               stored: int, need: int) -> tuple[str, float]:
         """The stream to cut and the media time to cut it at: about ``need`` bytes of its oldest frames, but not
         past the wall time of the next-oldest stream's oldest frame (so the streams are cut in wall-time order);

@@ -14,6 +14,9 @@ the times array and that file alone (:func:`kept_mask`); the file is published *
 and a read checks it again after reading, so a frame deleted meanwhile is left out rather than shown black.
 Retention never deletes the newest committed frame, and the writer only writes at or after the committed count,
 so the two never touch the same chunk.
+
+:class:`ZarrFrameStores` is the catalogue of a data directory's streams (list, open, create, delete): nothing
+outside this module looks at these files.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -33,10 +37,20 @@ import zarr
 import zarr.errors
 from zarr.codecs import BytesCodec, ZstdCodec
 
+from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.codecs import JpegCodec, JpegXlCodec
-from lucy.ingest.frames import Clip, FrameStore, Gap, RetentionState, StreamInfo, check_stream_name, pick_rate
-from lucy.ingest.source import redact_url
+from lucy.ingest.frames import (
+    Clip,
+    FrameStore,
+    FrameStores,
+    Gap,
+    RetentionState,
+    StreamInfo,
+    check_stream_name,
+    pick_rate,
+)
+from lucy.ingest.source import redact_url, source_identity, source_matches, stored_source_id
 
 FORMAT_VERSION = 1
 _GROW_FRAMES = 4096  # capacity step: one metadata rewrite per 4096 frames
@@ -50,12 +64,16 @@ def frames_root(data: Path) -> Path:
     return Path(data) / "frames.zarr"
 
 
+def _is_stream(path: Path) -> bool:
+    return (path / "zarr.json").is_file() and (path / "frames").is_dir()
+
+
 def list_streams(data: Path) -> list[str]:
-    """Names of the streams stored under a data directory."""
+    """Names of the streams stored under a data directory (not those being created or deleted)."""
     root = frames_root(data)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "zarr.json").is_file() and (p / "frames").is_dir())
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and _is_stream(p))
 
 
 def ensure_frames_root(data: Path) -> None:
@@ -106,8 +124,194 @@ def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
     raise StoreError(f"unknown frame codec {codec!r}")
 
 
+class _RetentionRecord:
+    """A stream's retention record, ``retention.json`` (what retention deleted, and the byte count of the frames),
+    cached by inode and mtime, and the deletions that move it. Belongs to one :class:`ZarrFrameStore`, which
+    gives it the frames' times and chunk paths."""
+
+    def __init__(self, group: Path, all_times: Callable[[], np.ndarray], chunk_path: Callable[[int], Path]) -> None:
+        self.group = group
+        self.path = group / RETENTION_FILE
+        self._all_times = all_times
+        self._chunk_path = chunk_path
+        self.lock = threading.RLock()
+        self._key: tuple[int, int, int] | None = None
+        self._doc: dict[str, Any] = {}
+        self._state = RetentionState()
+        self._bytes: int | None = None
+        self._counted = 0
+        self._acct_key: tuple[int, int, int] | None | bool = False
+
+    def state(self) -> RetentionState:
+        with self.lock:
+            return self._read()[1]
+
+    def _read(self) -> tuple[dict[str, Any], RetentionState]:
+        """The retention record, read again only when the file changed (a new file has a new inode)."""
+        path = self.path
+        try:
+            st = os.stat(path)
+            key: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            key = None
+        if key != self._key:
+            doc: dict[str, Any] = {}
+            if key is not None:
+                try:
+                    doc = json.loads(path.read_bytes())
+                except FileNotFoundError:  # replaced meanwhile: the next look reads the new one
+                    return self._doc, self._state
+                except ValueError as err:
+                    raise StoreError(f"{path} is damaged: {err}") from None
+                if doc.get("format") != _RETENTION_FORMAT:
+                    raise StoreError(f"{path} is not a retention record of format {_RETENTION_FORMAT}")
+            self._key, self._doc, self._state = key, doc, _state_of(doc)
+        return self._doc, self._state
+
+    def _chunk_size(self, i: int) -> int:
+        try:
+            return os.stat(self._chunk_path(i)).st_size
+        except FileNotFoundError:
+            return 0
+
+    def _account(self, times: np.ndarray) -> int:
+        """Bytes of the stored frames: taken from the retention record (whenever it changed), plus one stat for
+        each frame committed since the record counted."""
+        doc, state = self._read()
+        if self._acct_key != self._key or self._bytes is None:
+            if "counted_frames" in doc:
+                self._counted, self._bytes = int(doc["counted_frames"]), int(doc["bytes_stored"])
+            elif self._bytes is None:  # no record yet: count every frame once (its count is saved with the record)
+                self._counted, self._bytes = int(np.searchsorted(times, state.dropped_before)), 0
+            self._acct_key = self._key
+        n = len(times)
+        if self._counted < n:
+            self._bytes += sum(self._chunk_size(i) for i in range(self._counted, n))
+            self._counted = n
+        return self._bytes
+
+    def stored_bytes(self) -> int:
+        with self.lock:
+            return self._account(self._all_times())
+
+    def save_accounting(self) -> None:
+        with self.lock:
+            self._account(self._all_times())
+            doc, state = self._read()
+            if (doc.get("counted_frames"), doc.get("bytes_stored")) != (self._counted, self._bytes):
+                self._write(state, pending=doc.get("pending"))
+
+    def _write(self, state: RetentionState, *, pending: list[int] | None) -> None:
+        """Replace the retention record atomically (temporary file, fsync, rename)."""
+        doc = {"format": _RETENTION_FORMAT, "dropped_before": state.dropped_before,
+               "thinned": [list(seg) for seg in state.thinned], "thinned_before": state.thinned_before,
+               "bytes_freed": state.bytes_freed, "bytes_stored": self._bytes, "counted_frames": self._counted,
+               "pending": pending, "updated": time.time()}
+        path = self.path
+        tmp = self.group / f".{RETENTION_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        st = os.stat(path)
+        self._key, self._doc, self._state = (st.st_ino, st.st_mtime_ns, st.st_size), doc, state
+        self._acct_key = self._key
+
+    def _delete(self, times: np.ndarray, lo: int, hi: int, state: RetentionState) -> list[tuple[Path, int]]:
+        """Chunks of ``[lo, hi)`` that ``state`` does not keep and that are still on disk, with their sizes."""
+        out = []
+        for i in lo + np.flatnonzero(~kept_mask(times, lo, hi, state)):
+            path = self._chunk_path(int(i))
+            try:
+                out.append((path, os.stat(path).st_size))
+            except FileNotFoundError:
+                continue
+        return out
+
+    def _unlink(self, chunks: list[tuple[Path, int]]) -> None:
+        frames_dir = self.group / "frames"
+        for path, _ in chunks:
+            path.unlink(missing_ok=True)
+            parent = path.parent
+            while parent != frames_dir and parent.parent != frames_dir:  # c/<i>/0/0 ... c/<i>; never c/ itself
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+                parent = parent.parent
+
+    def apply(self, change: Any) -> int:
+        """Move the retention record to ``change(state, times)`` -> (state, lo, hi), then delete the chunks of
+        ``[lo, hi)`` the new state does not keep. The record is published first (so readers leave those frames
+        out before they go), with the range as ``pending``: a crash mid-way is finished by the next call."""
+        with self.lock:
+            times = self._all_times()
+            if len(times) < 2:
+                return 0
+            doc, state = self._read()
+            self._account(times)
+            pending = doc.get("pending")
+            if pending:  # a deletion that did not finish: its bytes were subtracted already
+                lo, hi = int(pending[0]), min(int(pending[1]), len(times))
+                self._unlink(self._delete(times, lo, hi, state))
+                self._write(state, pending=None)
+            new, lo, hi = change(state, times)
+            if new == state:
+                return 0
+            chunks = self._delete(times, lo, hi, new)
+            freed = sum(size for _, size in chunks)
+            assert self._bytes is not None
+            self._bytes -= freed
+            new = replace(new, bytes_freed=state.bytes_freed + freed)
+            try:
+                self._write(new, pending=[lo, hi])
+            except BaseException:  # nothing was deleted (a full disk refuses even this small file)
+                self._bytes += freed
+                raise
+            self._unlink(chunks)
+            self._write(new, pending=None)
+            return freed
+
+    def thin_before(self, t: float, keep_fps: float) -> int:
+        if not keep_fps > 0:
+            raise ValueError(f"keep_fps must be positive, not {keep_fps!r}")
+
+        def change(state: RetentionState, times: np.ndarray) -> tuple[RetentionState, int, int]:
+            boundary = min(float(t), float(times[-1]))
+            begin = state.thinned_before
+            if boundary <= begin:
+                return state, 0, 0
+            segments = list(state.thinned)
+            if segments and segments[-1][1] == keep_fps:
+                segments[-1] = (boundary, keep_fps)
+            else:
+                segments.append((boundary, float(keep_fps)))
+            lo, hi = (int(i) for i in np.searchsorted(times, [begin, boundary], side="left"))
+            return replace(state, thinned=tuple(segments)), lo, hi
+
+        return self.apply(change)
+
+    def drop_before(self, t: float) -> int:
+
+        def change(state: RetentionState, times: np.ndarray) -> tuple[RetentionState, int, int]:
+            boundary = min(float(t), float(times[-1]))
+            if boundary <= state.dropped_before:
+                return state, 0, 0
+            lo, hi = (int(i) for i in np.searchsorted(times, [state.dropped_before, boundary], side="left"))
+            segments = tuple(seg for seg in state.thinned if seg[0] > boundary)
+            return replace(state, dropped_before=boundary, thinned=segments), lo, hi
+
+        return self.apply(change)
+
+
 class ZarrFrameStore(FrameStore):
-    """A stream's frames in Zarr. Open with :meth:`create_or_resume` (the writer) or :meth:`open` (readers)."""
+    """A stream's frames in Zarr. Opened through :class:`ZarrFrameStores`: ``create`` / ``open_writer`` (the
+    stream's one writer) or ``open`` (readers)."""
 
     def __init__(self, path: Path, *, writable: bool) -> None:
         self.path = path
@@ -118,15 +322,8 @@ class ZarrFrameStore(FrameStore):
         self._frames: zarr.Array | None = None
         self._times: zarr.Array | None = None
         self._capacity = -1
-        # retention: the record's cache (by inode and mtime), the byte count, the kept-frames cache
-        self._rlock = threading.RLock()
-        self._rkey: tuple[int, int, int] | None = None
-        self._rdoc: dict[str, Any] = {}
-        self._rstate = RetentionState()
-        self._bytes: int | None = None
-        self._counted = 0
-        self._acct_key: tuple[int, int, int] | None | bool = False
-        self._head: tuple[RetentionState, int, np.ndarray] | None = None
+        self._retention = _RetentionRecord(path, self._all_times, self._chunk_path)
+        self._head: tuple[RetentionState, int, np.ndarray] | None = None  # frames kept before thinned_before
         self._chunk_key: Any = None
         self._attrs = self._read_attrs()
         if self._attrs.get("format") != FORMAT_VERSION:
@@ -186,8 +383,12 @@ class ZarrFrameStore(FrameStore):
         except FileNotFoundError:
             raise StoreError(f"stream {self.name!r} was removed") from None
 
+    def _check_writable(self) -> None:
+        if not self._writable:
+            raise StoreError(f"stream {self.name!r} was opened read-only; its writer appends")
+
     def _write_attrs(self, **changes: Any) -> None:
-        assert self._writable, "read-only frame store"
+        self._check_writable()
         self._attrs.update(changes)
         zarr.open_group(self.path, mode="r+", zarr_format=3).update_attributes(self._attrs)
 
@@ -218,7 +419,10 @@ class ZarrFrameStore(FrameStore):
             first_time=a["first_time"], last_time=a["last_time"], stored_fps=a["stored_fps"],
             width=a["width"], height=a["height"], codec=a["codec"], wall_start=a["wall_start"],
             complete=a["complete"], lost=a["lost"], gaps=[Gap(**g) for g in a["gaps"]],
-            expired_before=state.dropped_before, thinned_before=state.thinned_before)
+            expired_before=state.dropped_before, thinned_before=state.thinned_before, created=a.get("created"))
+
+    def holds_source(self, source: str) -> bool:
+        return source_matches(self._attrs["source_id"], source)
 
     # ----------------------------------------------------------------------------------- arrays
 
@@ -232,7 +436,7 @@ class ZarrFrameStore(FrameStore):
         return self._frames, self._times
 
     def append(self, frames: np.ndarray, times: np.ndarray) -> int:
-        assert self._writable, "read-only frame store"
+        self._check_writable()
         k = len(times)
         if k == 0:
             return self.committed()
@@ -319,33 +523,10 @@ class ZarrFrameStore(FrameStore):
     # ----------------------------------------------------------------------------------- retention
 
     def retention_state(self) -> RetentionState:
-        with self._rlock:
-            return self._retention()[1]
+        return self._retention.state()
 
     def available_from(self) -> float:
         return self.retention_state().dropped_before
-
-    def _retention(self) -> tuple[dict[str, Any], RetentionState]:
-        """The retention record, read again only when the file changed (a new file has a new inode)."""
-        path = self.path / RETENTION_FILE
-        try:
-            st = os.stat(path)
-            key: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            key = None
-        if key != self._rkey:
-            doc: dict[str, Any] = {}
-            if key is not None:
-                try:
-                    doc = json.loads(path.read_bytes())
-                except FileNotFoundError:  # replaced meanwhile: the next look reads the new one
-                    return self._rdoc, self._rstate
-                except ValueError as err:
-                    raise StoreError(f"{path} is damaged: {err}") from None
-                if doc.get("format") != _RETENTION_FORMAT:
-                    raise StoreError(f"{path} is not a retention record of format {_RETENTION_FORMAT}")
-            self._rkey, self._rdoc, self._rstate = key, doc, _state_of(doc)
-        return self._rdoc, self._rstate
 
     def _chunk_path(self, i: int) -> Path:
         if self._chunk_key is None:
@@ -354,151 +535,70 @@ class ZarrFrameStore(FrameStore):
             self._chunk_key = frames_arr.metadata.encode_chunk_key
         return self.path / "frames" / self._chunk_key((i, 0, 0, 0))
 
-    def _chunk_size(self, i: int) -> int:
-        try:
-            return os.stat(self._chunk_path(i)).st_size
-        except FileNotFoundError:
-            return 0
-
-    def _account(self, times: np.ndarray) -> int:
-        """Bytes of the stored frames: taken from the retention record (whenever it changed), plus one stat for
-        each frame committed since the record counted."""
-        doc, state = self._retention()
-        if self._acct_key != self._rkey or self._bytes is None:
-            if "counted_frames" in doc:
-                self._counted, self._bytes = int(doc["counted_frames"]), int(doc["bytes_stored"])
-            elif self._bytes is None:  # no record yet: count every frame once (its count is saved with the record)
-                self._counted, self._bytes = int(np.searchsorted(times, state.dropped_before)), 0
-            self._acct_key = self._rkey
-        n = len(times)
-        if self._counted < n:
-            self._bytes += sum(self._chunk_size(i) for i in range(self._counted, n))
-            self._counted = n
-        return self._bytes
-
     def stored_bytes(self) -> int:
         """Bytes on disk of the stored frames' chunks. Counted once per stream (one stat per frame), then kept up
         to date cheaply: frames committed since the last count are stat'ed, and retention subtracts what it
         deletes; the count is saved in the retention record, so another process does not count again."""
-        with self._rlock:
-            return self._account(self._all_times())
+        return self._retention.stored_bytes()
 
     def save_accounting(self) -> None:
         """Save the byte count in the retention record if it moved (retention owner only)."""
-        with self._rlock:
-            self._account(self._all_times())
-            doc, state = self._retention()
-            if (doc.get("counted_frames"), doc.get("bytes_stored")) != (self._counted, self._bytes):
-                self._write_retention(state, pending=doc.get("pending"))
-
-    def _write_retention(self, state: RetentionState, *, pending: list[int] | None) -> None:
-        """Replace the retention record atomically (temporary file, fsync, rename)."""
-        doc = {"format": _RETENTION_FORMAT, "dropped_before": state.dropped_before,
-               "thinned": [list(seg) for seg in state.thinned], "thinned_before": state.thinned_before,
-               "bytes_freed": state.bytes_freed, "bytes_stored": self._bytes, "counted_frames": self._counted,
-               "pending": pending, "updated": time.time()}
-        path = self.path / RETENTION_FILE
-        tmp = self.path / f".{RETENTION_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(doc, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        st = os.stat(path)
-        self._rkey, self._rdoc, self._rstate = (st.st_ino, st.st_mtime_ns, st.st_size), doc, state
-        self._acct_key = self._rkey
-
-    def _delete(self, times: np.ndarray, lo: int, hi: int, state: RetentionState) -> list[tuple[Path, int]]:
-        """Chunks of ``[lo, hi)`` that ``state`` does not keep and that are still on disk, with their sizes."""
-        out = []
-        for i in lo + np.flatnonzero(~kept_mask(times, lo, hi, state)):
-            path = self._chunk_path(int(i))
-            try:
-                out.append((path, os.stat(path).st_size))
-            except FileNotFoundError:
-                continue
-        return out
-
-    def _unlink(self, chunks: list[tuple[Path, int]]) -> None:
-        frames_dir = self.path / "frames"
-        for path, _ in chunks:
-            path.unlink(missing_ok=True)
-            parent = path.parent
-            while parent != frames_dir and parent.parent != frames_dir:  # c/<i>/0/0 ... c/<i>; never c/ itself
-                try:
-                    parent.rmdir()
-                except OSError:
-                    break
-                parent = parent.parent
-
-    def _apply(self, change: Any) -> int:
-        """Move the retention record to ``change(state, times)`` -> (state, lo, hi), then delete the chunks of
-        ``[lo, hi)`` the new state does not keep. The record is published first (so readers leave those frames
-        out before they go), with the range as ``pending``: a crash mid-way is finished by the next call."""
-        with self._rlock:
-            times = self._all_times()
-            if len(times) < 2:
-                return 0
-            doc, state = self._retention()
-            self._account(times)
-            pending = doc.get("pending")
-            if pending:  # a deletion that did not finish: its bytes were subtracted already
-                lo, hi = int(pending[0]), min(int(pending[1]), len(times))
-                self._unlink(self._delete(times, lo, hi, state))
-                self._write_retention(state, pending=None)
-            new, lo, hi = change(state, times)
-            if new == state:
-                return 0
-            chunks = self._delete(times, lo, hi, new)
-            freed = sum(size for _, size in chunks)
-            assert self._bytes is not None
-            self._bytes -= freed
-            new = replace(new, bytes_freed=state.bytes_freed + freed)
-            try:
-                self._write_retention(new, pending=[lo, hi])
-            except BaseException:  # nothing was deleted (a full disk refuses even this small file)
-                self._bytes += freed
-                raise
-            self._unlink(chunks)
-            self._write_retention(new, pending=None)
-            return freed
+        self._retention.save_accounting()
 
     def thin_before(self, t: float, keep_fps: float) -> int:
         """Thin the frames before media time ``t`` to ``keep_fps``: delete every frame that is not the first of
         its ``1 / keep_fps`` slot (a stretch thinned before keeps the rate it was thinned at). Never touches the
         newest committed frame. Returns the bytes freed. For the data directory's one retention owner."""
-        if not keep_fps > 0:
-            raise ValueError(f"keep_fps must be positive, not {keep_fps!r}")
-
-        def change(state: RetentionState, times: np.ndarray) -> tuple[RetentionState, int, int]:
-            boundary = min(float(t), float(times[-1]))
-            begin = state.thinned_before
-            if boundary <= begin:
-                return state, 0, 0
-            segments = list(state.thinned)
-            if segments and segments[-1][1] == keep_fps:
-                segments[-1] = (boundary, keep_fps)
-            else:
-                segments.append((boundary, float(keep_fps)))
-            lo, hi = (int(i) for i in np.searchsorted(times, [begin, boundary], side="left"))
-            return replace(state, thinned=tuple(segments)), lo, hi
-
-        return self._apply(change)
+        return self._retention.thin_before(t, keep_fps)
 
     def drop_before(self, t: float) -> int:
         """Delete every frame before media time ``t`` (never the newest committed frame). Returns the bytes
         freed. For the data directory's one retention owner."""
+        return self._retention.drop_before(t)
 
-        def change(state: RetentionState, times: np.ndarray) -> tuple[RetentionState, int, int]:
-            boundary = min(float(t), float(times[-1]))
-            if boundary <= state.dropped_before:
-                return state, 0, 0
-            lo, hi = (int(i) for i in np.searchsorted(times, [state.dropped_before, boundary], side="left"))
-            segments = tuple(seg for seg in state.thinned if seg[0] > boundary)
-            return replace(state, dropped_before=boundary, thinned=segments), lo, hi
 
-        return self._apply(change)
+class ZarrFrameStores(FrameStores):
+    """The streams of ``<data>/frames.zarr``: one Zarr group per stream (see the module's docstring)."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = Path(data)
+
+    def _path(self, name: str) -> Path:
+        return frames_root(self.data) / check_stream_name(name)
+
+    def names(self) -> list[str]:
+        return list_streams(self.data)
+
+    def exists(self, name: str) -> bool:
+        return _is_stream(self._path(name))
+
+    def open(self, name: str) -> ZarrFrameStore:
+        return ZarrFrameStore.open(self.data, name)
+
+    def open_writer(self, name: str) -> ZarrFrameStore:
+        return ZarrFrameStore.open_writer(self.data, name)
+
+    def create(self, name: str, *, source: str, live: bool, width: int, height: int, stored_fps: float,
+               codec: str, quality: int) -> ZarrFrameStore:
+        return ZarrFrameStore.create(self.data, name, source=source_identity(source)[0],
+                                     source_id=stored_source_id(source), live=live, width=width, height=height,
+                                     stored_fps=stored_fps, codec=codec, quality=quality)
+
+    def delete(self, name: str) -> bool:
+        """Move the stream's group aside at once (readers see it gone, a new stream of that name can be
+        created), then delete its files."""
+        path = self._path(name)
+        if not path.exists():
+            return False
+        doomed = path.with_name(f".{name}.deleting.{os.getpid()}.{threading.get_ident()}")
+        try:
+            path.rename(doomed)
+        except FileNotFoundError:
+            return False
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+
+def open_frames(settings: LucySettings) -> ZarrFrameStores:
+    """The frame stores of ``settings.data`` (nothing is created until a stream is)."""
+    return ZarrFrameStores(settings.data)

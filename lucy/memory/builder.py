@@ -33,12 +33,14 @@ from dataclasses import dataclass, field, replace
 
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
-from lucy.ingest.frames import Clip, FrameStore, check_stream_name
+from lucy.ingest.frames import Clip, FrameStore, FrameStores, check_stream_name
 from lucy.ingest.pipeline import IngestStats
-from lucy.ingest.zarr_store import ZarrFrameStore
+from lucy.ingest.source import redact_url
+from lucy.ingest.zarr_store import open_frames
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
 from lucy.memory.store import MemoryStore
+from lucy.metrics.progress import CaptionProgress
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ EXPIRED_TEXT = "The frames from {start:.1f} s to {end:.1f} s expired (retention)
 
 @dataclass
 class BuilderStats:
-    """Live progress of the coarse builder (read by progress lines, ``--json`` and metrics)."""
+    """Live counters of the coarse builder, written by its loop; readers take a :meth:`snapshot`."""
 
     stream: str
     started: float = field(default_factory=time.monotonic)
@@ -87,6 +89,15 @@ class BuilderStats:
     def down_seconds(self) -> float:
         return 0.0 if self.down_since is None else time.monotonic() - self.down_since
 
+    def snapshot(self) -> CaptionProgress:
+        """These figures, frozen (rates as of now; the error redacted), for
+        :class:`lucy.metrics.progress.StreamProgress`."""
+        return CaptionProgress(
+            captioned=self.captioned, captioned_until=self.captioned_until,
+            captions_per_second=self.captions_per_second, queued=self.queued, pending=self.pending,
+            in_flight=self.in_flight, coarse_nodes=self.coarse_nodes, failures=self.failures,
+            last_error=redact_url(self.last_error) if self.last_error else None, lag=self.lag)
+
     def as_dict(self) -> dict[str, object]:
         return {"captioned": self.captioned, "failures": self.failures, "in_flight": self.in_flight,
                 "queued": self.queued, "pending": self.pending, "coarse_nodes": self.coarse_nodes,
@@ -106,16 +117,17 @@ class _Job:
 class CoarseBuilder:
     """Captions the closed coarse spans of one stream into memory, on a background thread.
 
-    Use: :meth:`start`; pass :meth:`on_commit` to :class:`lucy.ingest.Ingestor`; after ingest,
-    :meth:`drain` (wait for the backlog) and :meth:`stop`. The builder owns ``captioner``: it is closed on the
-    builder's loop when the builder stops.
+    Use (as :class:`lucy.recorder.StreamRecorder` does): :meth:`start`; pass :meth:`on_commit` to
+    :class:`lucy.ingest.Ingestor`; after ingest, :meth:`drain` (wait for the backlog) and :meth:`stop`. The
+    builder owns ``captioner``: it is closed on the builder's loop when the builder stops.
     """
 
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
-                 poll_seconds: float = 2.0) -> None:
+                 poll_seconds: float = 2.0, frames: FrameStores | None = None) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
+        self.frame_stores = frames if frames is not None else open_frames(settings)
         self.memory = memory
         self.captioner = captioner
         self.instruction = instruction or settings.captioner.coarse_instruction
@@ -180,6 +192,17 @@ class CoarseBuilder:
         """The scheduler has looked at the frame store since the latest commit (so ``stats.pending`` is true)."""
         with self._lock:
             return self._seen >= self._requested
+
+    def sync(self, timeout: float) -> bool:
+        """Have the builder look at the frame store now, and wait (up to ``timeout``) until it has: then
+        ``stats.pending`` counts every span closed so far (after a file's end, its last partial span too)."""
+        self._poke()
+        deadline = time.monotonic() + timeout
+        while not self._up_to_date:
+            if self._thread is None or not self._thread.is_alive() or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     @property
     def caught_up(self) -> bool:
@@ -295,7 +318,7 @@ class CoarseBuilder:
         the first frame."""
         if self._frames is None:
             try:
-                self._frames = ZarrFrameStore.open(self.settings.data, self.stream)
+                self._frames = self.frame_stores.open(self.stream)
             except StoreError:
                 return None  # not created yet: the first commit will wake the builder again
         info = self._frames.info()
@@ -324,7 +347,8 @@ class CoarseBuilder:
                 full = int(math.floor(closed_until / t + _EPS))
                 # A finished stream's captions reach its media end. Beyond the last full span, a partial span
                 # is made only if a frame lies in it; a sliver with none (the last frame's sampling interval
-                # overhanging the span boundary) is added to the last full span instead.
+                # overhanging the span boundary) is added to the last full span instead. Questions draw the same
+                # spans (lucy.query.memory_view.coarse_grid): keep the two in step.
                 tail = finished and media_end > full * t + _EPS
                 partial = tail and (full == 0 or last_time >= full * t - _EPS)
                 stretch = tail and not partial

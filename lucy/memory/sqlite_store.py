@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lucy.config import LucySettings
+from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
@@ -270,12 +270,7 @@ class SQLiteMemoryStore(MemoryStore):
                           text=node.text, instruction=node.instruction, origin=node.origin, parent=parent,
                           model=node.model, created=created, id=id_)
 
-    def add(self, node: MemoryNode) -> MemoryNode:
-        """Store a node. An ingest node for a span already held (same stream, level, start) replaces it."""
-        with self._write() as db:
-            return self._insert(db, node)
-
-    def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+    def _add_nodes(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
         with self._write() as db:
             return [self._insert(db, node) for node in nodes]
 
@@ -331,10 +326,10 @@ class SQLiteMemoryStore(MemoryStore):
         rows = self._db().execute(sql, [query, *params, int(limit)]).fetchall()
         return [(_row_node(r), -float(r[11])) for r in rows]
 
-    def captioned_until(self, stream: str, level: str = "coarse") -> float:
+    def captioned_until(self, stream: str, level: str = Level.COARSE) -> float:
         rows = self._db().execute(
             'SELECT start, "end" FROM nodes WHERE stream = ? AND level = ? AND origin = ? ORDER BY start',
-            (stream, level, INGEST_ORIGIN))
+            (stream, str(level), INGEST_ORIGIN))
         until = 0.0
         for start, end in rows:
             if start > until + 1e-6:
@@ -343,8 +338,7 @@ class SQLiteMemoryStore(MemoryStore):
         return until
 
     def delete_stream(self, stream: str) -> int:
-        """Forget a stream: its nodes (and their full-text entries) and its question history, in one
-        transaction. Returns the number of nodes deleted."""
+        # The FTS triggers delete the nodes' full-text entries in the same transaction.
         with self._write() as db:
             deleted = db.execute("DELETE FROM nodes WHERE stream = ?", (stream,)).rowcount
             db.execute("DELETE FROM questions WHERE stream = ?", (stream,))
@@ -393,4 +387,11 @@ class _WriteTransaction:
 
 def open_memory(settings: LucySettings) -> SQLiteMemoryStore:
     """The memory store of a data directory (created on first use)."""
+    return SQLiteMemoryStore.for_data(settings)
+
+
+def open_existing_memory(settings: LucySettings) -> SQLiteMemoryStore | None:
+    """The memory store of a data directory, or None if it has none yet (reading never creates one)."""
+    if not (Path(settings.data) / DB_NAME).is_file():
+        return None
     return SQLiteMemoryStore.for_data(settings)

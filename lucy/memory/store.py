@@ -1,34 +1,91 @@
-"""The memory-store boundary: nodes by stream, level, time and text, plus the question/answer history."""
+"""The memory-store boundary: nodes by stream, level, time and text, plus the question/answer history.
+
+Callers know :class:`MemoryStore` alone; a backend (SQLite today, PostgreSQL tomorrow) implements it and keeps its
+connections and files to itself. Whoever wants to see what is stored (the server's event bus, metrics) registers a
+:class:`MemoryObserver` instead of wrapping the store.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from lucy.config import Level
 from lucy.memory.nodes import MemoryNode
+
+log = logging.getLogger(__name__)
+
+
+class MemoryObserver:
+    """Sees what a memory store stores without being part of it (as pipecat's ``BaseObserver`` sees frames).
+
+    Called on the writing thread after the write committed, so it must be quick and must not block (hand the
+    work to a queue). An observer that raises is logged and the write still succeeds.
+    """
+
+    def on_nodes_added(self, nodes: Sequence[MemoryNode]) -> None:
+        """Nodes just stored (with their ids), in the order given to :meth:`MemoryStore.add_many`."""
 
 
 class MemoryStore(ABC):
     """Time-indexed text memory of every stream in a data directory.
 
     Safe for one ingest process writing and several question processes reading and writing at once.
+    Backends implement :meth:`_add_nodes` (writes) and the queries; :meth:`add` and :meth:`add_many` tell the
+    observers.
     """
 
-    @abstractmethod
+    _observers: tuple[MemoryObserver, ...] = ()
+    _observers_lock = threading.Lock()
+
+    # ----------------------------------------------------------------------------------- observers
+
+    def add_observer(self, observer: MemoryObserver) -> None:
+        """Tell ``observer`` about every node stored through this store object from now on."""
+        with self._observers_lock:
+            self._observers = (*self._observers, observer)
+
+    def remove_observer(self, observer: MemoryObserver) -> None:
+        with self._observers_lock:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+    def _notify_added(self, nodes: Sequence[MemoryNode]) -> None:
+        for observer in self._observers:  # a tuple replaced whole: safe to iterate while others register
+            try:
+                observer.on_nodes_added(nodes)
+            except Exception:  # an observer's bug never fails a write that committed
+                log.exception("memory observer %r failed", observer)
+
+    # ----------------------------------------------------------------------------------- nodes
+
     def add(self, node: MemoryNode) -> MemoryNode:
         """Store a node; returns it with ``id`` (and ``created``) set.
 
         A span (stream, level, start) holds at most one ingest node and one tail node: storing another replaces
         it, and an ingest node replaces the span's tail node (see :data:`lucy.memory.nodes.TAIL_ORIGIN`)."""
+        return self.add_many([node])[0]
+
+    def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+        """Store several nodes in one transaction (as :meth:`add` stores one)."""
+        stored = self._add_nodes(nodes)
+        if stored:
+            self._notify_added(stored)
+        return stored
 
     @abstractmethod
-    def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
-        """Store several nodes in one transaction."""
+    def _add_nodes(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+        """Backend: store ``nodes`` in one transaction, by the rules of :meth:`add`; return them as stored."""
 
     @abstractmethod
     def nodes(self, stream: str, *, level: str | None = None, start: float | None = None,
               end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
         """Nodes overlapping ``[start, end)`` (all times when None), ordered by start time then level."""
+
+    @abstractmethod
+    def node(self, node_id: int) -> MemoryNode | None:
+        """The node with that id (None if there is none, e.g. purged)."""
 
     def count(self, stream: str, *, level: str | None = None, origin: str | None = None) -> int:
         """How many nodes a stream holds (of ``level`` / ``origin`` when given)."""
@@ -40,8 +97,21 @@ class MemoryStore(ABC):
         """Full-text search over node text; best first, with a relevance score (higher is better)."""
 
     @abstractmethod
-    def captioned_until(self, stream: str, level: str = "coarse") -> float:
+    def captioned_until(self, stream: str, level: str = Level.COARSE) -> float:
         """End of the last contiguous ingest-made node of ``level`` from time 0 (0.0 when none)."""
+
+    # ----------------------------------------------------------------------------------- streams
+
+    @abstractmethod
+    def streams(self) -> list[str]:
+        """Names of the streams that have nodes, sorted."""
+
+    @abstractmethod
+    def delete_stream(self, stream: str) -> int:
+        """Forget a stream: its nodes (and their search entries) and its question history, in one transaction.
+        Returns the number of nodes deleted."""
+
+    # ----------------------------------------------------------------------------------- questions
 
     @abstractmethod
     def add_question(self, stream: str, question: str, options: Sequence[str] = (), horizon: float = 0.0) -> int:
@@ -54,6 +124,12 @@ class MemoryStore(ABC):
     @abstractmethod
     def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
         """Recent questions of a stream with their answers, newest first."""
+
+    # ----------------------------------------------------------------------------------- lifetime
+
+    def check(self) -> None:
+        """Raise if the store cannot answer now (the readiness probe); cheap."""
+        self.captioned_until("-")
 
     @abstractmethod
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""A captioner that records every request it passes on (count, latency, tokens, failures)."""
+"""A captioner that reports every request it passes on (latency, tokens, success) to an observer."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from lucy.ingest.frames import Clip
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.captioners.guard import CaptionerUnavailable
 from lucy.memory.nodes import Caption
-from lucy.metrics.stats import CaptionCallStats
+from lucy.metrics.stats import CaptionCall, CaptionCallObserver
 
 
 class MeteredCaptioner(Captioner):
-    """Wraps any :class:`Captioner`; the figures land in a :class:`CaptionCallStats`."""
+    """Wraps any :class:`Captioner`; each request it makes becomes one :class:`CaptionCall` for ``observer`` (a
+    :class:`lucy.metrics.CaptionCallStats`, or a stream worker's pipe to the server)."""
 
-    def __init__(self, inner: Captioner, stats: CaptionCallStats) -> None:
+    def __init__(self, inner: Captioner, observer: CaptionCallObserver) -> None:
         self.inner = inner
-        self.stats = stats
+        self.observer = observer
         self.name = inner.name
         self.model = inner.model
 
@@ -28,10 +29,11 @@ class MeteredCaptioner(Captioner):
         except CaptionerUnavailable:  # refused before any request was made: nothing to count
             raise
         except BaseException:  # failures, timeouts and cancellations all count as a failed request
-            self.stats.record(time.monotonic() - began, ok=False, frames=len(clip))
+            self.observer.on_caption_call(CaptionCall(time.monotonic() - began, ok=False, frames=len(clip)))
             raise
-        self.stats.record(time.monotonic() - began, ok=True, prompt_tokens=caption.prompt_tokens,
-                          completion_tokens=caption.completion_tokens, frames=len(clip))
+        self.observer.on_caption_call(CaptionCall(
+            time.monotonic() - began, ok=True, prompt_tokens=caption.prompt_tokens,
+            completion_tokens=caption.completion_tokens, frames=len(clip)))
         return caption
 
     async def aclose(self) -> None:

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from lucy.metrics.stats import CaptionCallStats, QuestionStats, RetentionStats, StreamFigures
+from lucy.metrics.progress import CaptionProgress
+from lucy.metrics.stats import RetentionStats, StreamSample
 
 CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 QUESTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -117,35 +118,37 @@ class MetricsExporter:
             counter.labels(stream)  # the series exists from the start, at 0
         self._last[(stream, key)] = value
 
-    def update(self, streams: Iterable[tuple[StreamFigures, CaptionCallStats, QuestionStats]]) -> None:
+    def update(self, streams: Iterable[StreamSample]) -> None:
         """Map the current figures of every stream; series of streams no longer listed are removed."""
         with self._lock:
             seen: set[str] = set()
-            for fig, calls, questions in streams:
-                name = fig.stream
+            for sample in streams:
+                name, calls, questions = sample.stream, sample.calls, sample.questions
+                ingest = sample.progress.ingest
+                caption = sample.progress.caption or CaptionProgress()
                 seen.add(name)
-                self.state.labels(name).set(fig.state_code)
-                self._count(self.frames_decoded, name, "decoded", fig.frames_decoded)
-                self._count(self.frames_stored, name, "stored", fig.frames_stored)
-                self._count(self.media, name, "media", fig.media_seconds)
-                self._count(self.reconnects, name, "reconnects", fig.reconnects)
-                self._count(self.decode_errors, name, "decode_errors", fig.decode_errors)
-                self._count(self.worker_restarts, name, "worker_restarts", fig.worker_restarts)
-                self.ingested_until.labels(name).set(fig.ingested_until)
-                self.decode_fps.labels(name).set(fig.decode_fps)
-                self.realtime.labels(name).set(fig.realtime_factor)
+                self.state.labels(name).set(STATE_CODES[sample.state])
+                self._count(self.frames_decoded, name, "decoded", ingest.frames_decoded)
+                self._count(self.frames_stored, name, "stored", ingest.frames_stored)
+                self._count(self.media, name, "media", ingest.media_seconds)
+                self._count(self.reconnects, name, "reconnects", ingest.reconnects)
+                self._count(self.decode_errors, name, "decode_errors", ingest.decode_errors)
+                self._count(self.worker_restarts, name, "worker_restarts", sample.worker_restarts)
+                self.ingested_until.labels(name).set(ingest.ingested_until if ingest.started else 0.0)
+                self.decode_fps.labels(name).set(ingest.decode_fps)
+                self.realtime.labels(name).set(ingest.realtime_factor)
 
                 self._count(self.caption_requests, name, "caption_requests", calls.requests)
                 self._count(self.caption_failures, name, "caption_failures", calls.failures)
                 self._count(self.prompt_tokens, name, "prompt_tokens", calls.prompt_tokens)
                 self._count(self.completion_tokens, name, "completion_tokens", calls.completion_tokens)
-                self._count(self.captions_stored, name, "captions_stored", fig.captions_stored)
+                self._count(self.captions_stored, name, "captions_stored", caption.captioned)
                 latency = self.caption_latency.labels(name)
                 for seconds in calls.drain():
                     latency.observe(seconds)
-                self.queue_depth.labels(name).set(fig.caption_queue_depth)
-                self.lag.labels(name).set(fig.caption_lag_seconds)
-                self.captioned_until.labels(name).set(fig.captioned_until)
+                self.queue_depth.labels(name).set(caption.pending)
+                self.lag.labels(name).set(caption.lag)
+                self.captioned_until.labels(name).set(caption.captioned_until)
 
                 self._count(self.questions, name, "questions", questions.answered)
                 self._count(self.questions_confident, name, "confident", questions.confident)

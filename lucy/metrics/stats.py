@@ -9,9 +9,30 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Protocol
+
+from lucy.metrics.progress import StreamProgress
 
 # Events kept for the exporter at most (if nothing scrapes, the oldest are dropped: counters stay exact).
 _PENDING_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class CaptionCall:
+    """One request made to a captioner, as :class:`lucy.metrics.captioning.MeteredCaptioner` saw it."""
+
+    latency_seconds: float
+    ok: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    frames: int = 0
+
+
+class CaptionCallObserver(Protocol):
+    """Whatever wants to know of each caption request: a stream's :class:`CaptionCallStats`, or a stream worker's
+    pipe to the server (which passes the :class:`CaptionCall` on unchanged)."""
+
+    def on_caption_call(self, call: CaptionCall) -> None: ...
 
 
 class CaptionCallStats:
@@ -28,15 +49,18 @@ class CaptionCallStats:
 
     def record(self, latency_seconds: float, *, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0,
                frames: int = 0) -> None:
+        self.on_caption_call(CaptionCall(latency_seconds, ok, prompt_tokens, completion_tokens, frames))
+
+    def on_caption_call(self, call: CaptionCall) -> None:
         with self._lock:
             self.requests += 1
-            if not ok:
+            if not call.ok:
                 self.failures += 1
-            self.prompt_tokens += prompt_tokens
-            self.completion_tokens += completion_tokens
-            self.frames += frames
+            self.prompt_tokens += call.prompt_tokens
+            self.completion_tokens += call.completion_tokens
+            self.frames += call.frames
             if len(self._latencies) < _PENDING_MAX:
-                self._latencies.append(latency_seconds)
+                self._latencies.append(call.latency_seconds)
 
     def drain(self) -> list[float]:
         """Latencies recorded since the last call."""
@@ -129,25 +153,14 @@ class RetentionStats:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamFigures:
-    """One stream's figures at one moment, as the exporter sees them (cumulative counts since the stream's
-    current run began; the exporter turns restarts into counter increments correctly)."""
+class StreamSample:
+    """What the exporter reads of one stream (frigate's per-camera metrics object): its state, its progress record
+    as its recorder last reported it (counts since the current run began; the exporter turns a restart into
+    counter increments correctly), its worker restarts, and its caption-request and question stats."""
 
     stream: str
-    state_code: int
-    # ingest
-    frames_decoded: int = 0
-    frames_stored: int = 0
-    media_seconds: float = 0.0  # ingested by the current run
-    ingested_until: float = 0.0
-    decode_fps: float = 0.0
-    realtime_factor: float = 0.0
-    reconnects: int = 0
-    decode_errors: int = 0
-    # background captioning
-    captions_stored: int = 0
-    caption_queue_depth: int = 0
-    captioned_until: float = 0.0
-    caption_lag_seconds: float = 0.0
-    # the stream's worker process (counted since the stream was started)
+    state: str  # a key of lucy.metrics.exporter.STATE_CODES
+    progress: StreamProgress
+    calls: CaptionCallStats
+    questions: QuestionStats
     worker_restarts: int = 0

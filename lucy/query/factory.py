@@ -1,50 +1,45 @@
-"""Wiring: a query engine for a stream of a data directory, with the backends configuration names."""
+"""Wiring: a query engine for a stream of a data directory, with its backends from :mod:`lucy.backends`."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from lucy.backends import Backends
 from lucy.config import LucySettings
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.store import MemoryStore
 from lucy.query.engine import QueryConfig, QueryEngine
-from lucy.query.reasoners import Reasoner, make_reasoner
+from lucy.query.reasoners import Reasoner
 
 
 @asynccontextmanager
 async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStore | None = None,
-                      captioner: Captioner | None = None, reasoner: Reasoner | None = None,
-                      ) -> AsyncIterator[QueryEngine]:
+                      backends: Backends | None = None, captioner: Captioner | None = None,
+                      reasoner: Reasoner | None = None) -> AsyncIterator[QueryEngine]:
     """A :class:`QueryEngine` over ``stream`` (read-only frame store, shared memory store).
 
-    Backends not passed in are made from ``settings`` and closed on exit; those passed in belong to the caller.
-    Safe while another process ingests the same stream: the frame store is opened read-only and the memory
-    store takes one short write transaction per node.
+    The captioner and reasoner are ``captioner`` and ``reasoner`` if given, else those of ``backends`` (shared by
+    every engine opened with it; pass one to ask several questions on one event loop). Without ``backends`` the
+    engine gets a :class:`Backends` of its own, closed on exit; what is passed in belongs to the caller, and so
+    does ``memory``. Safe while another process ingests the same stream: the frame store is opened read-only and
+    the memory store takes one short write transaction per node.
     """
-    from lucy.ingest import ZarrFrameStore
-    from lucy.memory.sqlite_store import SQLiteMemoryStore
+    from lucy.ingest import open_frames
+    from lucy.memory.sqlite_store import open_memory
 
-    frames = ZarrFrameStore.open(settings.data, stream)
-    own_memory = memory is None
-    own_captioner = captioner is None and settings.captioner.backend != "none"
-    own_reasoner = reasoner is None
-    if memory is None:
-        memory = SQLiteMemoryStore.for_data(settings)
-    if own_captioner:
-        from lucy.memory.captioners import make_captioner
-
-        captioner = make_captioner(settings)
-    if reasoner is None:
-        reasoner = make_reasoner(settings)
+    frames = open_frames(settings).open(stream)
+    own_memory, own_backends = memory is None, backends is None
+    memory = open_memory(settings) if memory is None else memory
+    backends = Backends() if backends is None else backends
     try:
-        yield QueryEngine(frames=frames, memory=memory, reasoner=reasoner, captioner=captioner,
+        yield QueryEngine(frames=frames, memory=memory,
+                          reasoner=reasoner if reasoner is not None else backends.reasoner(settings),
+                          captioner=captioner if captioner is not None else backends.captioner(settings),
                           preset=settings.levels, config=QueryConfig.from_settings(settings),
                           coarse_instruction=settings.captioner.coarse_instruction)
     finally:
-        if own_reasoner:
-            await reasoner.aclose()
-        if own_captioner and captioner is not None:
-            await captioner.aclose()
+        if own_backends:
+            await backends.aclose()
         if own_memory:
             memory.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lucy.query.reasoners.base import Usage
 
 
 @dataclass(slots=True)
@@ -61,6 +64,39 @@ class TraceStep:
         if self.error:
             text += f" | ERROR: {self.error}"
         return f"{text} [{', '.join(cost)}]"
+
+
+class TraceRecorder:
+    """Records one question's steps and errors as its loop makes them (the lists its :class:`QueryResult` keeps)."""
+
+    def __init__(self) -> None:
+        self.steps: list[TraceStep] = []
+        self.errors: list[str] = []
+        self.iteration = 0  # the backtracking round new steps belong to (0: before the rounds)
+
+    def begin(self, agent: str, **fields: Any) -> TraceStep:
+        """A new step, numbered and recorded now; the caller fills in what it did and cost."""
+        step = TraceStep(index=len(self.steps) + 1, agent=agent, iteration=self.iteration, **fields)
+        self.steps.append(step)
+        return step
+
+    @staticmethod
+    def charge(step: TraceStep, usage: Usage) -> None:
+        """Add what an agent call cost to its step."""
+        step.prompt_tokens += usage.prompt_tokens
+        step.completion_tokens += usage.completion_tokens
+        step.latency_seconds += usage.latency_seconds
+        step.llm_calls += usage.llm_calls
+
+    def agent_failed(self, step: TraceStep, error: Exception) -> None:
+        """An agent gave no usable reply: its step says why and counts the call; the question goes on."""
+        step.error = str(error)
+        step.llm_calls = max(step.llm_calls, 1)
+        self.errors.append(str(error))
+
+    def error(self, message: str) -> None:
+        """Record an error of the question that is not an agent's (a caption that failed, history not written)."""
+        self.errors.append(message)
 
 
 def wall_clock(wall_start: float | None, media_seconds: float) -> str | None:

@@ -1,6 +1,7 @@
-"""``POST /v1/chat/completions``, OpenAI-compatible: ``model`` names a stream, the last user message is the
-question. Any OpenAI client can ask; streamed replies carry the trace as ``reasoning_content`` deltas (as
-reasoning models do) and then the answer as ``content``. The full answer object rides along as ``lucy``.
+"""What ``POST /v1/chat/completions`` answers (its route is in :mod:`lucy.service.routes.openai`), OpenAI-compatible:
+``model`` names a stream, the last user message is the question. Any OpenAI client can ask; streamed replies
+carry the trace as ``reasoning_content`` deltas (as reasoning models do) and then the answer as ``content``. The
+full answer object rides along as ``lucy``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from lucy.service.errors import InvalidRequest, NotFound, ServiceError, error_body, in_band_error
@@ -78,31 +78,29 @@ def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: st
     return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
 
 
-def install(app: FastAPI, svc_of: Callable[[Request], Any]) -> None:
-    @app.post("/v1/chat/completions", tags=["openai"], summary="OpenAI-compatible chat; `model` names a stream",
-              responses={200: {"content": {"application/json": {}, "text/event-stream": {}}}})
-    async def chat_completions(body: ChatRequest, request: Request) -> Any:
-        svc = svc_of(request)
-        try:
-            question, options = svc.questions.check(last_user_text(body), body.options)
-            await asyncio.to_thread(svc.manager.require, body.model)
-        except NotFound:
-            return _error(404, f"the model {body.model!r} does not exist: models are stream names "
-                               f"(GET /v1/models)", "model_not_found")
-        except ServiceError as err:
-            return _error(err.status, str(err), "invalid_request")
-        cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        if body.stream:
-            return StreamingResponse(_stream(svc, body.model, question, options, cid, created),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
-        answer = await svc.questions.ask(body.model, question, options, client_gone=request.is_disconnected)
-        return {
-            "id": cid, "object": "chat.completion", "created": created, "model": body.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer_text(answer)},
-                         "finish_reason": "stop", "logprobs": None}],
-            "usage": _usage(answer), "lucy": answer,
-        }
+async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaitable[bool]]) -> Any:
+    """Answer a chat completion request (``svc``: the server's :class:`lucy.service.state.Service`): a
+    ``chat.completion`` object, or a stream of ``chat.completion.chunk`` events when ``body.stream``."""
+    try:
+        question, options = svc.questions.check(last_user_text(body), body.options)
+        await asyncio.to_thread(svc.manager.require, body.model)
+    except NotFound:
+        return _error(404, f"the model {body.model!r} does not exist: models are stream names "
+                           f"(GET /v1/models)", "model_not_found")
+    except ServiceError as err:
+        return _error(err.status, str(err), "invalid_request")
+    cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    if body.stream:
+        return StreamingResponse(_stream(svc, body.model, question, options, cid, created),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
+    answer = await svc.questions.ask(body.model, question, options, client_gone=client_gone)
+    return {
+        "id": cid, "object": "chat.completion", "created": created, "model": body.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer_text(answer)},
+                     "finish_reason": "stop", "logprobs": None}],
+        "usage": _usage(answer), "lucy": answer,
+    }
 
 
 async def _stream(svc: Any, model: str, question: str, options: tuple[str, ...], cid: str,

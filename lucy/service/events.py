@@ -12,15 +12,21 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from lucy.memory.nodes import MemoryNode
-from lucy.memory.store import MemoryStore
+from lucy.memory.store import MemoryObserver
 
 
 def node_json(node: MemoryNode) -> dict[str, Any]:
     """A memory node as the API, the dashboard and MQTT show it."""
     return asdict(node)
+
+
+class EventPublisher(Protocol):
+    """Where events go: :class:`EventBus`, or whatever forwards to it from another process."""
+
+    def publish(self, event: dict[str, Any]) -> None: ...
 
 
 class Subscription:
@@ -67,51 +73,13 @@ class EventBus:
                 pass  # that subscriber's loop has closed; it is being removed
 
 
-class ObservedMemoryStore(MemoryStore):
-    """A :class:`MemoryStore` that announces every node stored through it (and delegates everything else)."""
+class NodeAnnouncer(MemoryObserver):
+    """Announces every node a memory store stores as a ``node`` event on a bus (the server's :class:`EventBus`,
+    or a stream worker's pipe to it). Register it with :meth:`MemoryStore.add_observer`."""
 
-    def __init__(self, inner: MemoryStore, bus: EventBus) -> None:
-        self.inner = inner
+    def __init__(self, bus: EventPublisher) -> None:
         self.bus = bus
 
-    def _announce(self, nodes: Sequence[MemoryNode]) -> None:
+    def on_nodes_added(self, nodes: Sequence[MemoryNode]) -> None:
         for node in nodes:
             self.bus.publish({"type": "node", "stream": node.stream, "node": node_json(node)})
-
-    def add(self, node: MemoryNode) -> MemoryNode:
-        stored = self.inner.add(node)
-        self._announce([stored])
-        return stored
-
-    def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
-        stored = self.inner.add_many(nodes)
-        self._announce(stored)
-        return stored
-
-    def nodes(self, stream: str, **kwargs: Any) -> list[MemoryNode]:  # type: ignore[override]
-        return self.inner.nodes(stream, **kwargs)
-
-    def count(self, stream: str, **kwargs: Any) -> int:  # type: ignore[override]
-        return self.inner.count(stream, **kwargs)
-
-    def search(self, stream: str, text: str, **kwargs: Any) -> list[tuple[MemoryNode, float]]:  # type: ignore[override]
-        return self.inner.search(stream, text, **kwargs)
-
-    def captioned_until(self, stream: str, level: str = "coarse") -> float:
-        return self.inner.captioned_until(stream, level)
-
-    def add_question(self, stream: str, question: str, options: Sequence[str] = (), horizon: float = 0.0) -> int:
-        return self.inner.add_question(stream, question, options, horizon)
-
-    def set_answer(self, question_id: int, answer: dict[str, object]) -> None:
-        self.inner.set_answer(question_id, answer)
-
-    def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
-        return self.inner.questions(stream, limit)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:
-        # Backend extras (e.g. SQLiteMemoryStore.node) stay reachable; only the interface's writes are observed.
-        return getattr(self.inner, name)

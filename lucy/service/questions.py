@@ -242,11 +242,10 @@ class QuestionService:
 
         The shared captioner (for deeper captions) is metered into the stream's own caption figures.
         """
-        from lucy.ingest import ZarrFrameStore
         from lucy.query.engine import QueryConfig, QueryEngine
 
         try:
-            frames = await asyncio.to_thread(ZarrFrameStore.open, settings.data, stream)
+            frames = await asyncio.to_thread(self.manager.frames.open, stream)
         except StoreError:
             raise Conflict(f"stream {stream!r} has no frames yet; ask again once ingest has stored some") from None
         backends = self.runner.backends

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lucy.config import CaptionerBackend
 from lucy.errors import StoreError
 
 FORMAT_VERSION = 1
@@ -26,7 +27,7 @@ class StreamSpec:
     name: str
     source: str  # as given: may hold credentials; show only through redact_url
     preset: str
-    captioner: str
+    captioner: CaptionerBackend
     realtime: bool = False
     created: float = field(default_factory=time.time)
     # the stream's own retention ages (None: the server's retention.full_seconds / keep_seconds)

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lucy.config import CaptionerBackend
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -33,7 +35,7 @@ class StreamCreate(_Body):
                                     "(credentials in it are never shown back).",
                         examples=["rtsp://user:password@camera.local:554/stream1"])
     preset: str | None = Field(None, description="Memory-level preset (default: the server's).")
-    captioner: Literal["pixels", "openai", "vllm", "none"] | None = Field(
+    captioner: CaptionerBackend | None = Field(
         None, description="Captioner that builds the stream's memory (default: the server's).")
     realtime: bool = Field(False, description="Pace a file like a live stream.")
     retention: StreamRetention | None = Field(
@@ -58,7 +60,8 @@ class QuestionCounts(BaseModel):
 
 
 class StreamStatus(BaseModel):
-    """A stream's state and progress. ``source`` is shown with credentials redacted."""
+    """A stream's state and progress (made by :func:`lucy.service.status.stream_status` from the stream's one
+    progress record). ``source`` is shown with credentials redacted."""
 
     name: str
     source: str

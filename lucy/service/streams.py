@@ -1,10 +1,11 @@
 """The stream manager: several streams ingesting at once, each in a worker process with its caption builder.
 
-Each stream's :class:`lucy.ingest.Ingestor` and :class:`lucy.memory.builder.CoarseBuilder` run in a process of
-their own (:mod:`lucy.service.worker`) at a lower scheduling priority (``service.ingest_nice``,
+Each stream's recording (:class:`lucy.recorder.StreamRecorder`: its ingestor and coarse caption builder) runs in a
+process of its own (:mod:`lucy.service.worker`) at a lower scheduling priority (``service.ingest_nice``,
 ``service.ingest_sched_idle``), so that questions, answered in the server's process at normal priority, stay
-fast while streams ingest at full speed on a small machine. A thread of the server reads each worker's reports: its figures, the memory nodes it
-stores (for MQTT and the dashboard), its captioner requests (for the metrics).
+fast while streams ingest at full speed on a small machine. A thread of the server reads each worker's typed
+reports (:mod:`lucy.service.messages`): its progress record, the memory nodes it stores (for MQTT and the
+dashboard), its captioner requests (for the metrics).
 
 States: ``starting`` (opening the source) -> ``running`` (frames arriving) <-> ``reconnecting`` (a live source
 stopped delivering; it reconnects with backoff) -> ``finished`` (a file was read to its end), ``stopped`` (by
@@ -18,47 +19,36 @@ from __future__ import annotations
 
 import collections
 import logging
-import shutil
 import threading
 import time
 from dataclasses import replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from lucy.config import PRESETS, LucySettings
+from lucy.config import CAPTIONER_BACKENDS, PRESETS, LucySettings
 from lucy.config.settings import RetentionSettings
 from lucy.errors import SourceError, StoreError
-from lucy.ingest import ZarrFrameStore, check_stream_name, list_streams, redact_url
+from lucy.ingest import FrameStores, check_stream_name, open_frames, redact_url
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
-from lucy.ingest.source import LIVE_SCHEMES, source_matches
-from lucy.ingest.zarr_store import frames_root
+from lucy.ingest.source import LIVE_SCHEMES
 from lucy.memory.store import MemoryStore
-from lucy.metrics import STATE_CODES, CaptionCallStats, QuestionStats, StreamFigures
+from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
 from lucy.service.errors import Conflict, InvalidRequest, NotFound
 from lucy.service.events import EventBus
+from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerExit
 from lucy.service.registry import StreamRegistry, StreamSpec
 from lucy.service.schemas import StreamRetention
-from lucy.service.worker import RunEnd, RunFigures, WorkerProcess
+from lucy.service.status import history_point, stored_captions, stored_progress, stream_status
+from lucy.service.worker import WorkerProcess
 
 log = logging.getLogger(__name__)
 
-CAPTIONERS = ("pixels", "openai", "vllm", "none")
 MAX_SOURCE_CHARS = 4096
 ORPHAN_WAIT_SECONDS = 30.0  # for the stream worker of a killed server to notice and end
-
-class StreamState(StrEnum):
-    STARTING = "starting"
-    RUNNING = "running"
-    RECONNECTING = "reconnecting"
-    STOPPED = "stopped"
-    FAILED = "failed"
-    FINISHED = "finished"
-
 
 def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
     """The server's settings with a stream's own preset, captioner and retention ages (validated: a stream's
@@ -79,15 +69,17 @@ def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
 class ManagedStream:
     """One stream the server ingests (or did): its worker, state and figures."""
 
-    def __init__(self, spec: StreamSpec, settings: LucySettings, memory: MemoryStore, bus: EventBus) -> None:
+    def __init__(self, spec: StreamSpec, settings: LucySettings, memory: MemoryStore, bus: EventBus,
+                 frames: FrameStores) -> None:
         self.spec = spec
         self.name = spec.name
         self.settings = stream_settings(settings, spec)
         self.memory = memory
+        self.frames = frames
         self.bus = bus
         self.caption_calls = CaptionCallStats()
         self.questions = QuestionStats()
-        self.run = RunFigures()  # the worker's latest report
+        self.progress = StreamProgress()  # as the worker last reported it
         self.error: str | None = None
         self.lost: str | None = None
         self.started_at: float | None = None
@@ -98,13 +90,13 @@ class ManagedStream:
         self._running_worker: WorkerProcess | None = None  # the worker whose process runs now
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._progress = (0, time.monotonic())  # (frames decoded, when that count last changed)
+        self._last_decoded = (0, time.monotonic())  # (frames decoded, when that count last changed)
         self.history: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=settings.service.history_points)
 
     @property
     def live(self) -> bool | None:
-        return self.run.live
+        return self.progress.live
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -117,10 +109,10 @@ class ManagedStream:
         if self.active:
             raise Conflict(f"stream {self.name!r} is already running")
         self.error = self.lost = None
-        self.run = RunFigures()
+        self.progress = StreamProgress()
         self.started_at, self.ended_at = time.time(), None
         self._state = StreamState.STARTING
-        self._progress = (0, time.monotonic())
+        self._last_decoded = (0, time.monotonic())
         self._stopping.clear()
         self._worker = WorkerProcess(self.spec, self.settings)
         self._thread = threading.Thread(target=self._follow, args=(self._worker,), name=f"stream-{self.name}",
@@ -159,7 +151,7 @@ class ManagedStream:
             began = time.monotonic()
             end, exitcode = self._run_worker(worker)
             if end is None and self._stopping.is_set():
-                end = RunEnd("stopped")  # ended while stopping: killed by stop() after its timeout
+                end = RunEnd(StreamState.STOPPED)  # ended while stopping: killed by stop() after its timeout
             if end is not None:
                 break
             delay = backoff.next(ran_seconds=time.monotonic() - began)
@@ -169,16 +161,16 @@ class ManagedStream:
             self._state = StreamState.STARTING
             self._publish_status()
             if self._stopping.wait(delay):
-                end = RunEnd("stopped")
+                end = RunEnd(StreamState.STOPPED)
                 break
             self.restarts += 1
             self.error = None
-            self._progress = (0, time.monotonic())
+            self._last_decoded = (0, time.monotonic())
             worker = self._worker = WorkerProcess(self.spec, self.settings)
             log.info("stream %s: worker restarted (restart %d)", self.name, self.restarts)
         self.error, self.lost = end.error, end.lost
         self.ended_at = time.time()
-        self._state = StreamState(end.state)
+        self._state = end.state
         self._publish_status()
 
     def _run_worker(self, worker: WorkerProcess) -> tuple[RunEnd | None, int | None]:
@@ -188,28 +180,27 @@ class ManagedStream:
         stop_sent = False
         self._running_worker = worker
         try:
-            for kind, value in worker.messages():
+            for message in worker.messages():
                 if self._stopping.is_set() and not stop_sent:  # a stop asked before this worker's pipe was up
                     worker.stop()
                     stop_sent = True
-                if kind == "figures":
-                    self.run = value
-                elif kind == "event":
-                    self.bus.publish(value)
-                elif kind == "call":
-                    latency, ok, prompt_tokens, completion_tokens, frames = value
-                    self.caption_calls.record(latency, ok=ok, prompt_tokens=prompt_tokens,
-                                              completion_tokens=completion_tokens, frames=frames)
-                elif kind == "state":
-                    self._state = StreamState(value)
-                    self._publish_status()
-                elif kind == "end":
-                    end = value
-                elif kind == "exit":
-                    exitcode = value
+                match message:
+                    case StreamProgress():
+                        self.progress = message
+                    case BusEvent(event=event):
+                        self.bus.publish(event)
+                    case CaptionCall():
+                        self.caption_calls.on_caption_call(message)
+                    case StateChange(state=state):
+                        self._state = state
+                        self._publish_status()
+                    case RunEnd():
+                        end = message
+                    case WorkerExit(exitcode=code):
+                        exitcode = code
         except Exception as err:  # a bug: keep the traceback in the log, show one line to clients
             log.exception("stream %s: lost its worker", self.name)
-            end = RunEnd("failed", error=redact_url(f"{type(err).__name__}: {err}"))
+            end = RunEnd(StreamState.FAILED, error=redact_url(f"{type(err).__name__}: {err}"))
         finally:
             self._running_worker = None
         return end, exitcode
@@ -223,10 +214,10 @@ class ManagedStream:
     def state(self) -> StreamState:
         state = self._state
         if state in (StreamState.RUNNING, StreamState.RECONNECTING) and self.live and self.active:
-            decoded, since = self._progress
+            decoded, since = self._last_decoded
             now = time.monotonic()
-            if self.run.frames_decoded != decoded:
-                self._progress = (self.run.frames_decoded, now)
+            if self.progress.ingest.frames_decoded != decoded:
+                self._last_decoded = (self.progress.ingest.frames_decoded, now)
                 state = StreamState.RUNNING
             elif now - since > self._stall_seconds():
                 state = StreamState.RECONNECTING
@@ -237,62 +228,36 @@ class ManagedStream:
         ingest = self.settings.ingest
         return max(5.0, 3 * ingest.commit_every_seconds)
 
-    def ingested_until(self) -> float:
-        if self.run.media_start is not None:
-            return self.run.ingested_until
-        try:
-            return ZarrFrameStore.open(self.settings.data, self.name).info().media_seconds
-        except StoreError:
-            return 0.0
+    def shown_progress(self) -> StreamProgress:
+        """The worker's latest record, completed from the stores where the worker has nothing to tell: the media
+        stored before this run's first commit, and the captions of a stream that no builder captions now."""
+        progress = self.progress
+        if not progress.ingest.started:
+            try:
+                stored = self.frames.open(self.name).info().media_seconds
+            except StoreError:
+                stored = 0.0
+            progress = replace(progress, ingest=replace(progress.ingest, ingested_until=stored))
+        if progress.caption is None:
+            progress = replace(progress, caption=stored_captions(self.memory, self.name))
+        return progress
 
     def status(self) -> dict[str, Any]:
-        """What ``GET /v1/streams/{name}`` shows. Safe to show: the source is redacted."""
-        r = self.run
-        ingested = self.ingested_until()
-        if r.captioning:
-            captioned = r.captioned_until
-            caption = {"captions_per_second": round(r.captions_per_second, 4), "queued": r.queued,
-                       "pending": r.pending, "in_flight": r.in_flight, "coarse_nodes": r.coarse_nodes,
-                       "failures": r.caption_failures, "last_error": r.last_error}
-        else:
-            captioned = self.memory.captioned_until(self.name)
-            caption = {"captions_per_second": 0.0, "queued": 0, "pending": 0, "in_flight": 0,
-                       "coarse_nodes": self.memory.count(self.name, level="coarse", origin="ingest"),
-                       "failures": 0, "last_error": None}
-        return {
-            "name": self.name, "source": redact_url(self.spec.source), "preset": self.spec.preset,
-            "captioner": self.spec.captioner, "realtime": self.spec.realtime, "managed": True,
-            "state": self.state.value, "error": self.error, "lost": self.lost, "live": self.live,
-            "created": self.spec.created, "started_at": self.started_at, "ended_at": self.ended_at,
-            "ingested_until": round(ingested, 3), "captioned_until": round(captioned, 3),
-            "lag_seconds": round(max(0.0, ingested - captioned), 3),
-            "decode_fps": round(r.decode_fps, 2), "realtime_factor": round(r.realtime_factor, 3),
-            "frames": r.committed, "reconnects": r.reconnects, "decode_errors": r.decode_errors, "gaps": r.gaps,
-            "worker_pid": worker.pid if (worker := self._running_worker) is not None else None,
-            "restarts": self.restarts,
-            "caption": caption,
-            "questions": {"answered": self.questions.answered, "confident": self.questions.confident,
-                          "failed": self.questions.failures, "in_flight": self.questions.in_flight},
-        }
+        """What ``GET /v1/streams/{name}`` shows (and MQTT, and the dashboard)."""
+        worker = self._running_worker
+        return stream_status(self.name, self.spec.source, self.shown_progress(), self.questions, spec=self.spec,
+                             state=self.state, error=self.error, lost=self.lost, started_at=self.started_at,
+                             ended_at=self.ended_at, worker_pid=worker.pid if worker is not None else None,
+                             restarts=self.restarts)
 
-    def figures(self) -> StreamFigures:
-        r = self.run
-        started = r.media_start is not None
-        return StreamFigures(
-            stream=self.name, state_code=STATE_CODES[self.state.value],
-            frames_decoded=r.frames_decoded, frames_stored=r.frames_stored,
-            media_seconds=max(0.0, r.ingested_until - (r.media_start or 0.0)) if started else 0.0,
-            ingested_until=r.ingested_until if started else 0.0, decode_fps=r.decode_fps,
-            realtime_factor=r.realtime_factor, reconnects=r.reconnects, decode_errors=r.decode_errors,
-            captions_stored=r.captioned, caption_queue_depth=r.pending, captioned_until=r.captioned_until,
-            caption_lag_seconds=r.lag, worker_restarts=self.restarts)
+    def figures(self) -> StreamSample:
+        """What the metrics exporter reads (the worker's record as it came)."""
+        return StreamSample(self.name, self.state.value, self.progress, self.caption_calls, self.questions,
+                            worker_restarts=self.restarts)
 
     def sample(self) -> dict[str, Any]:
-        """Append the current figures to the stream's history (for the dashboard's charts)."""
-        s = self.status()
-        point = {"t": round(time.time(), 3), "state": s["state"], "ingested_until": s["ingested_until"],
-                 "captioned_until": s["captioned_until"], "lag_seconds": s["lag_seconds"],
-                 "captions_per_second": s["caption"]["captions_per_second"], "decode_fps": s["decode_fps"]}
+        """Append the current status to the stream's history (for the dashboard's charts)."""
+        point = history_point(self.status())
         self.history.append(point)
         return point
 
@@ -315,9 +280,11 @@ class RestartBackoff:
 class StreamManager:
     """All streams of one server. Thread-safe; blocking methods are meant for worker threads."""
 
-    def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus) -> None:
+    def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
+                 frames: FrameStores | None = None) -> None:
         self.settings = settings
         self.memory = memory
+        self.frames = frames if frames is not None else open_frames(settings)
         self.bus = bus
         self.registry = StreamRegistry(settings.data)
         self._lock = threading.Lock()
@@ -339,7 +306,7 @@ class StreamManager:
         """Every stream of the data directory: the ones this server runs and the ones only stored."""
         with self._lock:
             managed = set(self._streams)
-        return sorted(managed | set(list_streams(self.settings.data)))
+        return sorted(managed | set(self.frames.names()))
 
     def require(self, name: str) -> str:
         """``name`` if such a stream exists (422 for a bad name, 404 for an unknown one)."""
@@ -347,7 +314,7 @@ class StreamManager:
             check_stream_name(name)
         except StoreError as err:
             raise InvalidRequest(str(err)) from None
-        if self.get(name) is None and not (frames_root(self.settings.data) / name / "zarr.json").is_file():
+        if self.get(name) is None and not self.frames.exists(name):
             raise NotFound(f"no stream named {name!r}")
         return name
 
@@ -380,25 +347,11 @@ class StreamManager:
     def _stored_status(self, name: str) -> dict[str, Any]:
         """A stream that is only in the data directory (ingested by `lucy ingest`, or deleted from the server)."""
         try:
-            info = ZarrFrameStore.open(self.settings.data, name).info()
+            info = self.frames.open(name).info()
         except StoreError:
             raise NotFound(f"no stream named {name!r}") from None
-        captioned = self.memory.captioned_until(name)
-        q = self.question_stats(name)
-        return {
-            "name": name, "source": redact_url(info.source), "preset": None, "captioner": None, "realtime": False,
-            "managed": False, "state": StreamState.STOPPED.value, "error": None, "lost": info.lost,
-            "live": info.live, "created": None, "started_at": None, "ended_at": None,
-            "ingested_until": round(info.media_seconds, 3), "captioned_until": round(captioned, 3),
-            "lag_seconds": round(max(0.0, info.media_seconds - captioned), 3), "decode_fps": 0.0,
-            "realtime_factor": 0.0, "frames": info.frames, "reconnects": 0, "decode_errors": 0,
-            "gaps": len(info.gaps), "restarts": 0,
-            "caption": {"captions_per_second": 0.0, "queued": 0, "pending": 0, "in_flight": 0,
-                        "coarse_nodes": self.memory.count(name, level="coarse", origin="ingest"),
-                        "failures": 0, "last_error": None},
-            "questions": {"answered": q.answered, "confident": q.confident, "failed": q.failures,
-                          "in_flight": q.in_flight},
-        }
+        return stream_status(name, info.source, stored_progress(info, self.memory), self.question_stats(name),
+                             lost=info.lost)
 
     def statuses(self) -> list[dict[str, Any]]:
         rows = []
@@ -409,16 +362,16 @@ class StreamManager:
                 continue  # removed meanwhile
         return rows
 
-    def figures(self) -> list[tuple[StreamFigures, CaptionCallStats, QuestionStats]]:
+    def figures(self) -> list[StreamSample]:
         """Figures of every stream for the metrics exporter."""
         rows = []
         for name in self.names():
             stream = self.get(name)
             if stream is not None:
-                rows.append((stream.figures(), stream.caption_calls, stream.questions))
+                rows.append(stream.figures())
             else:
-                rows.append((StreamFigures(name, STATE_CODES["stopped"]), self.caption_stats(name),
-                             self.question_stats(name)))
+                rows.append(StreamSample(name, StreamState.STOPPED.value, StreamProgress(), self.caption_stats(name),
+                                         self.question_stats(name)))
         return rows
 
     # ------------------------------------------------------------------------------------ changes
@@ -471,8 +424,8 @@ class StreamManager:
         if preset not in PRESETS:
             raise InvalidRequest(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
         captioner = captioner or self.settings.captioner.backend
-        if captioner not in CAPTIONERS:
-            raise InvalidRequest(f"unknown captioner {captioner!r}; choose one of: {', '.join(CAPTIONERS)}")
+        if captioner not in CAPTIONER_BACKENDS:
+            raise InvalidRequest(f"unknown captioner {captioner!r}; choose one of: {', '.join(CAPTIONER_BACKENDS)}")
         source = self.check_source(source)
         with self._lock:
             existing = self._streams.get(name)
@@ -489,7 +442,7 @@ class StreamManager:
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime,
                               retention_full_seconds=retention.full_seconds if retention else None,
                               retention_keep_seconds=retention.keep_seconds if retention else None)
-            stream = ManagedStream(spec, self.settings, self.memory, self.bus)
+            stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.frames)
             # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
                 stream.questions, stream.caption_calls = existing.questions, existing.caption_calls
@@ -503,12 +456,11 @@ class StreamManager:
         return stream
 
     def _check_stored(self, name: str, source: str, preset: str, existing: ManagedStream | None) -> None:
-        path = frames_root(self.settings.data) / name
-        if not (path / "zarr.json").is_file():
+        if not self.frames.exists(name):
             return
-        held = ZarrFrameStore.open(self.settings.data, name).attrs
-        if not source_matches(held["source_id"], source):
-            raise Conflict(f"stream {name!r} already holds another source ({redact_url(held['source'])}); "
+        held = self.frames.open(name)
+        if not held.holds_source(source):
+            raise Conflict(f"stream {name!r} already holds another source ({redact_url(held.info().source)}); "
                            f"choose another name, or delete it with ?purge=true")
         if existing is not None and existing.spec.preset != preset:
             raise Conflict(f"stream {name!r} was built with preset {existing.spec.preset!r}, not {preset!r}")
@@ -520,11 +472,11 @@ class StreamManager:
             if self.get(spec.name) is not None:
                 continue
             try:
-                stream = ManagedStream(spec, self.settings, self.memory, self.bus)
+                stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.frames)
             except InvalidRequest as err:  # the server's retention changed under the stream's own ages
                 log.warning("%s; the stream is resumed with the server's retention ages", err)
                 spec = replace(spec, retention_full_seconds=None, retention_keep_seconds=None)
-                stream = ManagedStream(spec, self.settings, self.memory, self.bus)
+                stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.frames)
             with self._lock:
                 self._streams[spec.name] = stream
             refusal = self._writer_elsewhere(spec.name)
@@ -588,10 +540,10 @@ class StreamManager:
     def _purge(self, name: str) -> None:
         try:
             with stream_lock(self.settings.data, name).acquire(wait_seconds=0.5):  # no writer starts meanwhile
-                shutil.rmtree(frames_root(self.settings.data) / check_stream_name(name), ignore_errors=True)
+                self.frames.delete(name)
         except LockHeld as err:
             raise Conflict(f"{err} (its frames were not deleted)") from None
-        purge_memory(self.memory, name)
+        self.memory.delete_stream(name)
 
     def shutdown(self, timeout: float = 60.0) -> None:
         """Stop every stream, keeping the registry so that the next start resumes them."""
@@ -601,24 +553,3 @@ class StreamManager:
         for stream in streams:
             stream.stop(timeout)
 
-
-def purge_memory(memory: MemoryStore, stream: str) -> None:
-    """Delete a stream's nodes and question history.
-
-    The MemoryStore interface has no delete; the SQLite backend's tables are written to directly here, in one
-    write transaction (its FTS triggers keep the full-text index in step).
-    """
-    inner = getattr(memory, "inner", memory)
-    delete = getattr(inner, "delete_stream", None)
-    if callable(delete):
-        delete(stream)
-        return
-    db = inner._db()  # noqa: SLF001  (SQLiteMemoryStore: see the docstring)
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        db.execute("DELETE FROM nodes WHERE stream = ?", (stream,))
-        db.execute("DELETE FROM questions WHERE stream = ?", (stream,))
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")

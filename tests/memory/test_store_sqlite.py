@@ -12,6 +12,7 @@ from lucy.errors import StoreError
 from lucy.memory import sqlite_store
 from lucy.memory.nodes import MemoryNode, question_origin
 from lucy.memory.sqlite_store import SQLiteMemoryStore, fts_query
+from lucy.memory.store import MemoryObserver, MemoryStore
 
 
 @pytest.fixture
@@ -236,3 +237,42 @@ def test_closed_store_refuses_use(tmp_path):
     s.close()
     with pytest.raises(StoreError, match="closed"):
         s.nodes("cam")
+
+
+class Recorder(MemoryObserver):
+    def __init__(self) -> None:
+        self.seen: list[list[tuple[int | None, str]]] = []
+
+    def on_nodes_added(self, nodes):
+        self.seen.append([(n.id, n.text) for n in nodes])
+
+
+class Broken(MemoryObserver):
+    def on_nodes_added(self, nodes):
+        raise RuntimeError("observer bug")
+
+
+def test_observers_see_every_node_stored_after_it_commits(store):
+    recorder = Recorder()
+    store.add_observer(Broken())  # a failing observer is logged; the write and the other observers go on
+    store.add_observer(recorder)
+    first = store.add(coarse(0, 60, "a red van"))
+    more = store.add_many([coarse(60, 120, "a bus"), MemoryNode("cam", "fine", 0, 10, "plate KX-4821")])
+    assert recorder.seen == [[(first.id, "a red van")], [(n.id, n.text) for n in more]]
+    assert all(node_id is not None for batch in recorder.seen for node_id, _ in batch)
+    with pytest.raises(ValueError):  # a write that fails tells nobody
+        store.add_many([coarse(120, 180, "fine"), coarse(5, 5, "empty")])
+    assert len(recorder.seen) == 2 and store.count("cam") == 3
+    store.remove_observer(recorder)
+    store.add(coarse(120, 180, "after"))
+    assert len(recorder.seen) == 2
+
+
+def test_node_by_id_and_stream_listing_are_on_the_interface(store):
+    assert isinstance(store, MemoryStore)
+    stored = store.add(coarse(0, 60, "a red van", stream="yard"))
+    assert store.node(stored.id) == stored and store.node(10_000) is None
+    assert store.streams() == ["yard"]
+    store.delete_stream("yard")
+    assert store.streams() == [] and store.node(stored.id) is None
+    store.check()  # the readiness probe answers

@@ -34,14 +34,15 @@ COARSE_INSTRUCTION = "describe everything"
 
 
 class FakeFrames(FrameStore):
-    """``duration`` seconds of tiny black frames at ``fps``; ``wall_start`` makes it a live stream."""
+    """``duration`` seconds of tiny black frames at ``fps``, the first at ``offset`` s (a file whose first pts is
+    not 0); ``wall_start`` makes it a live stream."""
 
     def __init__(self, name: str = "cam", duration: float = 300.0, fps: float = 2.0,
-                 wall_start: float | None = None) -> None:
+                 wall_start: float | None = None, offset: float = 0.0) -> None:
         self.name = name
         self.fps = fps
         self.wall_start = wall_start
-        self._times = np.arange(0.0, duration - 1e-9, 1.0 / fps)
+        self._times = offset + np.arange(0.0, duration - 1e-9, 1.0 / fps)
 
     def append(self, frames: np.ndarray, times: np.ndarray) -> int:
         self._times = np.concatenate([self._times, times])

@@ -14,10 +14,19 @@ from pydantic import ValidationError
 from lucy.config import load_settings
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.metrics import CaptionCallStats, MetricsExporter, QuestionRecord, QuestionStats, StreamFigures
+from lucy.metrics import (
+    CaptionCallStats,
+    CaptionProgress,
+    IngestProgress,
+    MetricsExporter,
+    QuestionRecord,
+    QuestionStats,
+    StreamProgress,
+    StreamSample,
+)
 from lucy.service.chat import answer_text, last_user_text
 from lucy.service.errors import InvalidRequest
-from lucy.service.events import EventBus, ObservedMemoryStore
+from lucy.service.events import EventBus, NodeAnnouncer
 from lucy.service.registry import StreamRegistry, StreamSpec
 from lucy.service.schemas import ChatRequest
 from lucy.service.streams import StreamManager
@@ -42,13 +51,15 @@ def test_exporter_maps_figures_and_survives_restarts() -> None:
     questions.started()
     questions.finished(QuestionRecord(latency_seconds=0.2, iterations=0, llm_calls=1, caption_calls=0,
                                       confident=False))
-    fig = StreamFigures("cam", 2, frames_decoded=100, frames_stored=10, media_seconds=5.0, ingested_until=5.0,
-                        decode_fps=50.0, realtime_factor=2.5, reconnects=1, captions_stored=3, caption_queue_depth=4,
-                        captioned_until=3.0, caption_lag_seconds=2.0)
-    exporter.update([(fig, calls, questions)])
+    progress = StreamProgress(
+        live=False, ingest=IngestProgress(frames_decoded=100, frames_stored=10, media_start=0.0, ingested_until=5.0,
+                                          decode_fps=50.0, realtime_factor=2.5, reconnects=1),
+        caption=CaptionProgress(captioned=3, pending=4, captioned_until=3.0, lag=2.0))
+    exporter.update([StreamSample("cam", "running", progress, calls, questions)])
     # The stream restarted: its run counters start again from 0; the exported counters keep growing.
-    fig2 = StreamFigures("cam", 2, frames_decoded=30, frames_stored=4, media_seconds=2.0, reconnects=0)
-    exporter.update([(fig2, calls, questions)])
+    again = StreamProgress(ingest=IngestProgress(frames_decoded=30, frames_stored=4, media_start=0.0,
+                                                 ingested_until=2.0))
+    exporter.update([StreamSample("cam", "running", again, calls, questions)])
     s = _samples(exporter)
     cam = (("stream", "cam"),)
     assert s[("lucy_ingest_frames_decoded_total", cam)] == 130
@@ -96,7 +107,8 @@ def test_registry_is_private_and_atomic(tmp_path: Path) -> None:
 def test_observed_store_announces_nodes(tmp_path: Path) -> None:
     async def main() -> list[dict]:
         bus = EventBus()
-        store = ObservedMemoryStore(SQLiteMemoryStore(tmp_path / "m.sqlite"), bus)
+        store = SQLiteMemoryStore(tmp_path / "m.sqlite")
+        store.add_observer(NodeAnnouncer(bus))
         async with bus.subscribe() as sub:
             # Written from another thread, as the caption builder does.
             await asyncio.to_thread(store.add, MemoryNode("cam", "coarse", 0.0, 60.0, "a red van"))
@@ -191,7 +203,7 @@ def test_deploy_files_use_exported_metrics() -> None:
 
     deploy = Path(__file__).resolve().parents[2] / "deploy"
     exporter = MetricsExporter()
-    exporter.update([(StreamFigures("cam", 2), CaptionCallStats(), QuestionStats())])
+    exporter.update([StreamSample("cam", "running", StreamProgress(), CaptionCallStats(), QuestionStats())])
     exported = {s.name for f in text_string_to_metric_families(exporter.render().decode()) for s in f.samples}
     dashboard = json.loads((deploy / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]

@@ -12,9 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
+from lucy.config import load_settings
 from lucy.ingest import ZarrFrameStore
 from lucy.ingest.lock import Holder, stream_lock
+from lucy.metrics import CaptionCall, StreamProgress
+from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState
+from lucy.service.registry import StreamSpec
 from lucy.service.streams import RestartBackoff
+from lucy.service.worker import StreamRun, _Pipe
+from lucy.testing.waiting import free_port
 from tests.service.conftest import LucyServer, wait_for
 
 
@@ -37,6 +43,38 @@ def test_restart_waits_double_to_their_cap_and_start_over_after_a_healthy_run() 
     assert [backoff.next(ran_seconds=0.5) for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
     assert backoff.next(ran_seconds=60.0) == 1  # it had run healthily
     assert backoff.next(ran_seconds=3.0) == 2
+
+
+def test_a_worker_reports_in_typed_messages(tmp_path: Path, videos: dict[str, Path]) -> None:
+    """The worker's side of the pipe, in this process: typed messages only, each state just after the progress
+    record that goes with it, and a file's end told with every span counted (its last, partial one too)."""
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # the captioner is down: nothing listens there
+    settings = load_settings(data=tmp_path / "data", **{
+        "captioner.backend": "openai", "captioner.openai.base_url": dead, "captioner.openai.max_retries": 0,
+        "memory.retry_initial_seconds": 0.05, "memory.retry_max_seconds": 0.2})
+    spec = StreamSpec(name="street", source=str(videos["a"]), preset=settings.preset, captioner="openai")
+    sent: list[object] = []
+
+    class Connection:
+        def send(self, message: object) -> None:
+            sent.append(message)
+            # Once the file has ended and the captioner was tried, stop: the captions would wait for it forever.
+            if StateChange(StreamState.FINISHED) in sent and any(isinstance(m, CaptionCall) for m in sent):
+                threading.Thread(target=run.stop).start()
+
+    run = StreamRun(spec, settings, _Pipe(Connection()))  # type: ignore[arg-type]
+    end = run.run()
+    assert end == RunEnd(StreamState.STOPPED)  # stopped while its captions were still pending
+    assert all(isinstance(m, StreamProgress | CaptionCall | BusEvent | StateChange) for m in sent)
+    states = [(i, m.state) for i, m in enumerate(sent) if isinstance(m, StateChange)]
+    assert [state for _, state in states] == [StreamState.RUNNING, StreamState.FINISHED]
+    for i, _ in states:
+        assert isinstance(sent[i - 1], StreamProgress)
+    at_end = sent[states[1][0] - 1]
+    assert isinstance(at_end, StreamProgress) and at_end.ingest.ingested_until > 149
+    assert at_end.caption is not None and at_end.caption.pending == 3 and at_end.caption.captioned_until == 0
+    calls = [m for m in sent if isinstance(m, CaptionCall)]
+    assert calls and not any(call.ok for call in calls)
 
 
 def test_a_killed_worker_is_restarted_alone(lucy_server: Callable[..., LucyServer], videos: dict[str, Path]) -> None:

@@ -1,6 +1,8 @@
-"""Captioners, the "eye" of the memory: one interface (:class:`Captioner`), backends chosen here from config.
+"""Captioners, the "eye" of the memory: one interface (:class:`Captioner`), the backend chosen here from config.
 
-Backends are imported only when chosen, so a CPU-only install never imports vLLM, and ``none`` imports nothing.
+:func:`make_captioner` is called by :mod:`lucy.backends` alone, which decides how many a process makes and who
+owns them. Backends are imported only when chosen, so a CPU-only install never imports vLLM, and ``none`` imports
+nothing.
 """
 
 from __future__ import annotations

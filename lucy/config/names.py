@@ -1,0 +1,80 @@
+"""Names that config, the CLI, the API and the backends share, defined once: memory levels and backend names.
+
+A backend name is a ``Literal`` (what pydantic validates in settings and API bodies) and a tuple of the same
+names (what argparse and hand-written checks offer); the tuple is derived from the ``Literal``, so the two cannot
+drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Literal, get_args
+
+
+class Level(StrEnum):
+    """Memory depths, coarsest first. Summary levels above coarse (:func:`summary_level`) are built by the query
+    stage."""
+
+    COARSE = "coarse"
+    FINE = "fine"
+    ULTRA_FINE = "ultra_fine"
+
+    @property
+    def deeper(self) -> Level | None:
+        order = list(Level)
+        i = order.index(self)
+        return order[i + 1] if i + 1 < len(order) else None
+
+    @property
+    def depth(self) -> int:
+        """0 for coarse, 1 for fine, 2 for ultra_fine."""
+        return list(Level).index(self)
+
+
+SUMMARY_PREFIX = "summary"
+MAX_SUMMARY_DEPTH = 99
+_LEVEL_NAME = re.compile(
+    rf"^(?:{'|'.join(level.value for level in Level)}|{SUMMARY_PREFIX}[1-9][0-9]?)$")
+LEVEL_NAMES_HELP = f"{', '.join(level.value for level in Level)} or {SUMMARY_PREFIX}N"
+
+
+def summary_level(depth: int) -> str:
+    """The name of the summary level ``depth`` levels above coarse: ``summary1``, ``summary2``, ..."""
+    if not 1 <= depth <= MAX_SUMMARY_DEPTH:
+        raise ValueError(f"summary depth {depth} is outside 1-{MAX_SUMMARY_DEPTH}")
+    return f"{SUMMARY_PREFIX}{depth}"
+
+
+def summary_depth(level: str) -> int:
+    """1 for ``summary1``, 2 for ``summary2``, ...; 0 for the memory levels (and anything else)."""
+    if level.startswith(SUMMARY_PREFIX) and level[len(SUMMARY_PREFIX):].isdigit():
+        return int(level[len(SUMMARY_PREFIX):])
+    return 0
+
+
+def is_level_name(name: str) -> bool:
+    """Whether ``name`` names a memory level (coarse, fine, ultra_fine) or a summary level (summary1-99)."""
+    return _LEVEL_NAME.fullmatch(name) is not None
+
+
+def check_level_name(name: str) -> str:
+    """``name`` if it names a level; else :class:`ValueError` saying which names there are."""
+    if not is_level_name(name):
+        raise ValueError(f"unknown level {name!r}: use {LEVEL_NAMES_HELP}")
+    return name
+
+
+# ------------------------------------------------------------------------------------------------ backends
+
+CaptionerBackend = Literal["pixels", "openai", "vllm", "none"]
+"""Captioners: pixels (embedded, CPU), openai (any compatible server), vllm (in-process GPU), none."""
+CAPTIONER_BACKENDS: tuple[str, ...] = get_args(CaptionerBackend)
+
+ReasonerBackend = Literal["lexical", "openai"]
+"""Reasoners: lexical (embedded, deterministic, CPU), openai (any compatible chat model)."""
+REASONER_BACKENDS: tuple[str, ...] = get_args(ReasonerBackend)
+
+FrameCodec = Literal["jpeg", "jpegxl", "zstd"]
+"""Per-frame compression in the frame store."""
+FRAME_CODECS: tuple[str, ...] = get_args(FrameCodec)

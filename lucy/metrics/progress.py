@@ -1,0 +1,68 @@
+"""One stream's progress, in one typed record.
+
+A recording (:class:`lucy.recorder.StreamRecorder`) measures as it works: the ingestor counts frames in
+:class:`lucy.ingest.IngestStats`, the coarse builder counts captions in :class:`lucy.memory.builder.BuilderStats`.
+Those live counters freeze into a :class:`StreamProgress` (each knows its own ``snapshot()``), and that record is
+what every reader gets, unchanged: the CLI's progress line, the stream worker's reports to the server (the record
+itself crosses the pipe), the API's stream status, the Prometheus exporter, MQTT status and the dashboard's history.
+The API's JSON view of it is made in one place (:mod:`lucy.service.status`).
+
+Frozen and picklable; nothing here imports the rest of Lucy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class IngestProgress:
+    """Frames decoded and stored by the current ingest run (``committed``: in the store, all runs)."""
+
+    frames_decoded: int = 0
+    frames_stored: int = 0  # by this run
+    committed: int = 0  # frames in the store, all runs
+    media_start: float | None = None  # media time where this run began; None until its first commit
+    ingested_until: float = 0.0  # media time covered by committed frames
+    decode_fps: float = 0.0
+    realtime_factor: float = 0.0  # media seconds ingested per wall second by this run
+    decode_errors: int = 0
+    reconnects: int = 0
+    gaps: int = 0
+
+    @property
+    def started(self) -> bool:
+        """This run has committed frames (before that, ``ingested_until`` says nothing about the store)."""
+        return self.media_start is not None
+
+    @property
+    def media_seconds(self) -> float:
+        """Media seconds ingested by this run."""
+        return max(0.0, self.ingested_until - self.media_start) if self.media_start is not None else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CaptionProgress:
+    """Coarse captions of a stream. A builder's figures count this run; a stream whose memory no builder is
+    making now shows only what is stored (``captioned_until``, ``coarse_nodes``) and zeros."""
+
+    captioned: int = 0  # spans captioned by this run
+    captioned_until: float = 0.0  # media time covered by contiguous coarse captions from 0
+    captions_per_second: float = 0.0  # over the last 30 s
+    queued: int = 0  # spans in the builder's bounded queue
+    pending: int = 0  # closed spans not captioned yet (the caption queue depth)
+    in_flight: int = 0  # describe() calls running now
+    coarse_nodes: int = 0  # coarse ingest nodes in memory, all runs
+    failures: int = 0  # failed describe() attempts of this run (each one retried)
+    last_error: str | None = None  # redacted
+    lag: float = 0.0  # media seconds ingested but not captioned yet, as the builder sees them
+
+
+@dataclass(frozen=True, slots=True)
+class StreamProgress:
+    """A stream's progress at one moment: ingest, and coarse captioning (None: no captioner builds the stream's
+    memory in this run)."""
+
+    live: bool | None = None  # None until the stream's first frames are stored
+    ingest: IngestProgress = field(default_factory=IngestProgress)
+    caption: CaptionProgress | None = None

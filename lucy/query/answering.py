@@ -1,0 +1,54 @@
+"""The answering agent: an answer (with confidence, evidence and reason) from the memories it is shown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lucy.query import prompts
+from lucy.query.packing import PromptPacker
+from lucy.query.reasoners.base import AnswerReply, Question, Reasoner, ReasonerError
+from lucy.query.text import clip_text
+from lucy.query.trace import TraceRecorder, TraceStep
+
+
+@dataclass
+class Attempt:
+    """One call of the answering agent: its reply (None if it gave no usable one) and its step."""
+
+    reply: AnswerReply | None
+    step: TraceStep
+
+    @property
+    def confident(self) -> bool:
+        return self.reply is not None and self.reply.confident
+
+
+class Answerer:
+    """Asks the answering agent about one question, showing it the memories that fit the budget."""
+
+    def __init__(self, *, packer: PromptPacker, reasoner: Reasoner, trace: TraceRecorder, question: Question) -> None:
+        self.packer = packer
+        self.reasoner = reasoner
+        self.trace = trace
+        self.question = question
+
+    async def answer(self, refs: Sequence[int], *, final: bool) -> Attempt:
+        """Answer from the memories ``refs`` (the most relevant, whole, when not all fit). A ``final`` answer is
+        forced: the agent must answer, and the reply is never taken as confident."""
+        step = self.trace.begin("answer")
+        question = self.question
+        shown = self.packer.pack(lambda v: prompts.answer_prompt(question, v, final=final), refs, prefer="drop")
+        step.detail = f"{len(shown)} memories shown"
+        try:
+            reasoned = await self.reasoner.answer(question, shown, final=final)
+        except ReasonerError as err:
+            self.trace.agent_failed(step, err)
+            return Attempt(None, step)
+        self.trace.charge(step, reasoned.usage)
+        reply = reasoned.reply
+        if final:
+            reply = reply.model_copy(update={"confident": False})
+        step.detail = (f"{clip_text(reply.answer, 120)!r} confident={reply.confident} "
+                       f"({len(shown)} memories shown)")
+        return Attempt(reply, step)

@@ -1,0 +1,76 @@
+"""Captions that a question makes on demand: one span read back from the frame store at its level's fps,
+described by the captioner, and written back to memory so that later questions reuse it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from lucy.config import Level
+from lucy.ingest.frames import FrameStore
+from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.captioners.guard import CaptionerUnavailable
+from lucy.memory.nodes import MemoryNode
+from lucy.memory.store import MemoryStore
+from lucy.query.memory_view import TIME_TOLERANCE, MemoryView
+
+
+def expired_message(before: float) -> str:
+    """Why a span cannot be captioned again: retention deleted its frames."""
+    return f"frames before {before:g} s have expired (retention)"
+
+
+@dataclass(frozen=True, slots=True)
+class CaptionOutcome:
+    """What came of captioning one span."""
+
+    node: MemoryNode | None  # the stored caption
+    error: str | None  # why there is none (None without a node: no frames lie in the span)
+    called: bool  # whether the captioner was called (what the trace counts as a caption call)
+
+
+class SpanCaptioner:
+    """Captions spans of one stream for one question, and stores each caption with the question's origin.
+
+    Once the captioner fails, the question stops asking it (``down`` says why): it answers from the memory it has
+    rather than wait on a failing captioner again. Spans whose frames retention deleted are not asked for.
+    """
+
+    def __init__(self, *, view: MemoryView, frames: FrameStore, captioner: Captioner | None, memory: MemoryStore,
+                 slots: asyncio.Semaphore, expired_before: float, origin: str) -> None:
+        self.view = view
+        self.frames = frames
+        self.captioner = captioner
+        self.memory = memory
+        self.slots = slots  # captions in flight, shared by every question of the engine
+        self.expired_before = expired_before  # retention had deleted every frame before this when the question came
+        self.origin = origin
+        self.down: str | None = None  # why captions are not asked for any more in this question
+
+    async def caption(self, level: str, start: float, end: float, instruction: str, parent: int | None, *,
+                      origin: str | None = None) -> CaptionOutcome:
+        """Caption ``[start, end)`` at ``level``'s fps with ``instruction``; store the node with ``parent`` and
+        ``origin`` (default: the question's)."""
+        if end <= self.expired_before + TIME_TOLERANCE:  # its memory text is all there is
+            return CaptionOutcome(None, expired_message(self.expired_before), False)
+        if self.captioner is None:
+            return CaptionOutcome(None, "no captioner is configured (captioner.backend = none)", False)
+        if self.down is not None:
+            return CaptionOutcome(None, self.down, False)
+        async with self.slots:
+            clip = await asyncio.to_thread(self.frames.read, start, end, self.view.fps(level))
+            if len(clip) == 0:
+                expired = await asyncio.to_thread(self.frames.available_from)
+                return CaptionOutcome(None, expired_message(expired) if start < expired else None, False)
+            try:
+                caption = await self.captioner.describe(clip, instruction, level=Level(level))
+            except CaptionerError as err:
+                self.down = f"captioner unavailable, answering from memory: {err}"
+                # A captioner the guard has marked unavailable was not called this time.
+                return CaptionOutcome(None, f"caption of {level} {start:g}-{end:g}s failed: {err}",
+                                      not isinstance(err, CaptionerUnavailable))
+        node = MemoryNode(stream=self.frames.name, level=level, start=start, end=end, text=caption.text,
+                          instruction=instruction, origin=origin or self.origin, parent=parent,
+                          model=caption.model or self.captioner.model)
+        node = await asyncio.to_thread(self.memory.add, node)
+        return CaptionOutcome(node, None, True)

@@ -1,0 +1,183 @@
+"""Where a question looks: sparse initialisation (the selecting agent picks the most relevant coarse spans) and,
+in each round, the one span of the current memory to search next with what to look for in it (the localisation
+agent, localisation and instruction in one call)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from lucy.config import Level, summary_depth
+from lucy.query import prompts
+from lucy.query.memory_view import MEMORY_LEVELS, MemoryView, Span, SpanKey, ViewItem, memory_depth, span_key
+from lucy.query.packing import PromptPacker
+from lucy.query.reasoners.base import Question, Reasoner, ReasonerError
+from lucy.query.summaries import SummaryLevels
+from lucy.query.trace import TraceRecorder, TraceStep
+
+CANDIDATE_SHARE = 0.3  # of the localise prompt's budget (after the question) for the list of candidates
+
+
+class Localiser:
+    """Chooses where one question looks, on its view of memory."""
+
+    def __init__(self, *, view: MemoryView, summaries: SummaryLevels, packer: PromptPacker, reasoner: Reasoner,
+                 trace: TraceRecorder, question: Question, init_spans: int, neighbours: int, origin: str) -> None:
+        self.view = view
+        self.summaries = summaries
+        self.packer = packer
+        self.reasoner = reasoner
+        self.trace = trace
+        self.question = question
+        self.init_spans = init_spans
+        self.neighbours = neighbours
+        self.origin = origin
+        # Candidates' order: the chosen coarse spans first (best first), then their neighbours.
+        self._candidate_order: dict[int, int] = {}
+
+    # --------------------------------------------------------------------------------------- sparse initialisation
+
+    async def initialise(self, top_down: bool) -> AsyncIterator[TraceStep]:
+        """The ``init_spans`` most relevant coarse spans, each widened by its neighbours, become the current
+        memory (all of them for a question about the whole video). ``top_down``: the choice starts from the
+        coarsest summaries and goes down a level at a time."""
+        view = self.view
+        frontier = self.summaries.cover() if top_down else [view.coarse_item(k) for k in range(len(view.coarse_grid))]
+        while True:
+            step, picked, whole_video = await self._select(frontier)
+            yield step
+            if whole_video:
+                chosen = list(range(len(view.coarse_grid)))
+                break
+            if all(summary_depth(item.level) == 0 for item in picked):
+                chosen = [view.coarse_index(item.start) for item in picked]
+                break
+            frontier = self._one_level_down(picked)
+        self._start_current_memory(chosen)
+
+    async def _select(self, frontier: list[ViewItem]) -> tuple[TraceStep, list[ViewItem], bool]:
+        """One call of the selecting agent over ``frontier``: (its step, the items picked, whether the question
+        is about the whole video). An agent that gives no usable reply is replaced by lexical ranking."""
+        k = self.init_spans
+        refs = [item.ref for item in frontier]
+        step = self.trace.begin("select", detail=f"{len(refs)} spans offered")
+        question = self.question
+        shown = self.packer.pack(lambda v: prompts.select_prompt(question, v, k), refs)
+        if frontier and summary_depth(frontier[0].level):
+            step.level = max((item.level for item in frontier), key=summary_depth)
+        whole_video = False
+        try:
+            reasoned = await self.reasoner.select(question, shown, k)
+            self.trace.charge(step, reasoned.usage)
+            offered = set(refs)
+            picked = [self.view.items[r] for r in reasoned.reply.spans if r in self.view.items and r in offered]
+            whole_video = reasoned.reply.global_question
+        except ReasonerError as err:
+            self.trace.agent_failed(step, err)
+            # Fall back on the lexical order the packer uses, so the loop can still backtrack.
+            priority = self.packer.relevance(frontier)
+            picked = [frontier[i] for i in sorted(range(len(frontier)), key=lambda i: -priority[i])[:k]]
+        if whole_video:
+            step.detail = "global question: all coarse spans kept"
+            return step, picked, True
+        picked = picked[:k]
+        step.detail = "chose " + ", ".join(f"{item.level} {item.start:g}-{item.end:g}s" for item in picked)
+        return step, picked, False
+
+    def _one_level_down(self, picked: list[ViewItem]) -> list[ViewItem]:
+        """The items one level below the picked summaries (picked coarse spans stay as they are)."""
+        view = self.view
+        expanded: list[ViewItem] = []
+        for item in picked:
+            depth = summary_depth(item.level)
+            if depth == 0:
+                expanded.append(item)
+            elif depth == 1:
+                first = view.coarse_index(item.start)
+                last = min(len(view.coarse_grid), view.coarse_index(item.end))
+                expanded += [view.coarse_item(k) for k in range(first, last)]
+            else:
+                expanded += self.summaries.children(item.level, item.start, item.end) or []
+        return expanded
+
+    def _start_current_memory(self, chosen: list[int]) -> None:
+        """The chosen coarse spans and their neighbours, with everything already known inside them, become the
+        current memory."""
+        view = self.view
+        spans: list[int] = []
+        for k in chosen:
+            for n in range(k - self.neighbours, k + self.neighbours + 1):
+                if 0 <= n < len(view.coarse_grid) and n not in spans:
+                    spans.append(n)
+        # Order: the chosen spans first (best first), then their neighbours: ties in localisation keep it.
+        order = list(chosen) + [n for n in spans if n not in chosen]
+        self._candidate_order = {view.coarse_item(k).ref: position for position, k in enumerate(order)}
+        for k in order:
+            view.add_known_inside(*view.coarse_grid[k])
+            view.current.add(view.coarse_item(k).ref)
+
+    # --------------------------------------------------------------------------------------- each round
+
+    def candidates(self) -> list[ViewItem]:
+        """Spans of the current memory not searched yet, one item each (their plain caption when there is one).
+
+        Spans are those of each level's grid: a caption made when the horizon was earlier (a partial span) stands
+        for the whole grid span, so the same stretch is never offered twice."""
+        view = self.view
+        seen: set[SpanKey] = set()
+        out: list[ViewItem] = []
+        for ref in sorted(view.current):
+            item = view.items[ref]
+            if item.level not in MEMORY_LEVELS:
+                continue
+            start, end = view.grid_span(item.level, item.start)
+            key = span_key(item.level, start, end)
+            if key in view.searched or key in seen:
+                continue
+            seen.add(key)
+            if item.level == Level.ULTRA_FINE.value and self._made_by_this_question(key):
+                # This question captioned it moments ago with its instruction, and nothing lies deeper:
+                # searching it again would only repeat that caption.
+                continue
+            if item.level == Level.COARSE.value:
+                out.append(view.coarse_item(view.coarse_index(start)))
+            else:
+                out.append(view.item_for_span(item.level, start, end) or item)
+        order = self._candidate_order
+        out.sort(key=lambda i: (order.get(i.ref, len(order)), -memory_depth(i.level), i.start))
+        return out
+
+    def _made_by_this_question(self, key: SpanKey) -> bool:
+        return any(item.node is not None and item.node.origin == self.origin for item in self.view.items_of_span(key))
+
+    async def localise(self, candidates: list[ViewItem]) -> tuple[Span, str, TraceStep]:
+        """The span to search next (a whole grid span) and the instruction to caption it with."""
+        step = self.trace.begin("localise", detail=f"{len(candidates)} candidates")
+        question = self.question
+        # Candidates are listed as short lines (at most 30% of the budget, the most relevant first)...
+        base = prompts.localise_prompt(question, [], []).tokens
+        candidate_budget = base + int(CANDIDATE_SHARE * max(0, self.packer.budget - base))
+        shown_candidates = prompts.pack(lambda v: prompts.localise_prompt(question, [], v),
+                                        [c.as_memory_item() for c in candidates], self.packer.relevance(candidates),
+                                        candidate_budget)
+        shown_refs = {c.ref for c in shown_candidates}
+        # ... and the memory with texts fills the rest, candidates' own captions first.
+        memory = self.packer.pack(lambda v: prompts.localise_prompt(question, v, shown_candidates),
+                                  sorted(self.view.current), boost=shown_refs, prefer="drop")
+        chosen: ViewItem | None = None
+        instruction = ""
+        try:
+            reasoned = await self.reasoner.localise(question, memory, shown_candidates)
+            self.trace.charge(step, reasoned.usage)
+            chosen = next((c for c in candidates if c.ref == reasoned.reply.span), None)
+            instruction = reasoned.reply.instruction.strip()
+            if chosen is None:
+                raise ReasonerError(f"localisation chose span {reasoned.reply.span}, which is not a candidate")
+        except ReasonerError as err:
+            self.trace.agent_failed(step, err)
+            # Fall back on the most relevant candidate so the round still looks somewhere.
+            chosen = next(c for c in candidates if c.ref in shown_refs) if shown_refs else candidates[0]
+        if not instruction:
+            instruction = f"Look for anything that helps answer: {question.text}"
+        span = Span(chosen.level, *self.view.grid_span(chosen.level, chosen.start))
+        step.level, step.start, step.end, step.instruction = span.level, span.start, span.end, instruction
+        return span, instruction, step

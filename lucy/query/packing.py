@@ -1,0 +1,48 @@
+"""Which of a question's memories an agent is shown: ranked by relevance, packed into the context budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from lucy.query import prompts
+from lucy.query.memory_view import MemoryView, ViewItem, memory_depth
+from lucy.query.reasoners.base import MemoryItem, Question
+from lucy.query.text import BM25, terms
+
+DEPTH_BONUS = 0.15  # per level below coarse: deeper memories are what backtracking went looking for
+INSTRUCTED_BONUS = 0.1  # a caption made with a question's instruction
+BOOST = 10.0  # what a boosted item gets: above anything relevance can give
+
+
+class PromptPacker:
+    """Ranks the memories of one question's view and packs the best into an agent's prompt."""
+
+    def __init__(self, view: MemoryView, question: Question, budget: int) -> None:
+        self.view = view
+        self.budget = budget
+        self._query = terms(question.text) + [t for option in question.options for t in terms(option)]
+        self.focus = frozenset(self._query)  # clipped texts keep the lines that share most terms with these
+
+    def relevance(self, items: Sequence[ViewItem]) -> list[float]:
+        """Priority for packing: lexical match with the question (relative to the best match), plus a bonus for
+        depth and for memories made for a question's instructions (they are what backtracking found)."""
+        if not items:
+            return []
+        raw = BM25([item.text for item in items]).scores(self._query)
+        top = max(raw) or 1.0
+        priority = []
+        for item, score in zip(items, raw, strict=True):
+            bonus = DEPTH_BONUS * memory_depth(item.level) + (0.0 if item.plain else INSTRUCTED_BONUS)
+            priority.append(score / top + bonus)
+        return priority
+
+    def pack(self, build: Callable[[list[MemoryItem]], prompts.Prompt], refs: Sequence[int], *,
+             boost: set[int] | None = None, prefer: str = "clip") -> list[MemoryItem]:
+        """The memories ``refs`` that fit the budget in the prompt ``build`` makes, in time order (see
+        :func:`lucy.query.prompts.pack` for ``prefer``); refs in ``boost`` are kept first."""
+        items = self.view.ordered(refs)
+        priority = self.relevance(items)
+        if boost:
+            priority = [p + (BOOST if item.ref in boost else 0.0) for p, item in zip(priority, items, strict=True)]
+        return prompts.pack(build, [item.as_memory_item() for item in items], priority, self.budget, prefer=prefer,
+                            focus=self.focus)

@@ -1,0 +1,53 @@
+"""What the memory routes show: a page of a stream's memory nodes, and a stored frame as a JPEG.
+
+Blocking (memory store and frame store I/O): call in a worker thread.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from lucy.service.errors import NotFound
+from lucy.service.events import node_json
+from lucy.service.state import Service
+
+
+def memory_page(svc: Service, name: str, *, level: str | None, start: float, end: float | None, limit: int,
+                latest: bool) -> dict[str, Any]:
+    """Nodes overlapping ``[start, end)``: the first ``limit`` (or, with ``latest``, the last), and whether there
+    were more."""
+    if latest:
+        nodes = [node_json(n) for n in svc.memory.nodes(name, level=level, start=start, end=end)[-limit - 1:]]
+    else:
+        nodes = [node_json(n) for n in svc.memory.nodes(name, level=level, start=start, end=end, limit=limit + 1)]
+    truncated = len(nodes) > limit
+    nodes = nodes[-limit:] if latest else nodes[:limit]
+    return {"stream": name, "level": level, "start": start, "end": end, "nodes": nodes, "truncated": truncated}
+
+
+def frame_jpeg(svc: Service, name: str, t: float, width: int | None) -> tuple[bytes, float]:
+    """The stored frame shown at media time ``t`` (the last one at or before it), as a JPEG scaled to ``width``,
+    with the time it was shown at."""
+    from PIL import Image
+
+    store = svc.reader(name)
+    times = store.times()
+    if len(times) == 0:
+        raise NotFound(f"stream {name!r} has no frames yet")
+    info_end = float(times[-1]) + 1.0 / store.info().stored_fps
+    if t > info_end:
+        raise NotFound(f"no frame at {t:g} s: stream {name!r} is ingested up to {info_end:.3f} s")
+    i = max(0, int(np.searchsorted(times, t, side="right")) - 1)
+    shown = float(times[i])
+    clip = store.read(shown, shown + 1e-6)
+    if len(clip) == 0:
+        raise NotFound(f"no frame at {t:g} s")
+    image = Image.fromarray(clip.frames[0])
+    if width is not None and width != image.width:
+        image = image.resize((width, max(1, round(image.height * width / image.width))))
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=85)
+    return out.getvalue(), shown

@@ -1,0 +1,15 @@
+"""The HTTP API, one router per resource (as vLLM's OpenAI entrypoints): each module holds a module-level
+``APIRouter`` whose handlers read the shared :class:`lucy.service.state.Service` with
+:func:`lucy.service.state.service` and leave the work to the service's parts.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from lucy.service.routes import dashboard, health, memory, openai, questions, streams
+
+ROUTERS: tuple[APIRouter, ...] = (health.router, streams.router, memory.router, questions.router, openai.router,
+                                  dashboard.router)
+
+__all__ = ["ROUTERS", "dashboard"]

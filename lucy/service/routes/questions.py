@@ -1,0 +1,62 @@
+"""Questions: ask about everything a stream has ingested so far (an answer, or its trace as server-sent
+events), and the stream's recent questions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+
+from lucy.service.errors import in_band_error
+from lucy.service.schemas import AnswerOut, QuestionIn
+from lucy.service.state import Service, service
+
+router = APIRouter(tags=["questions"])
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse(event: str, data: Any) -> bytes:
+    """One server-sent event (data is one JSON line, so it never needs splitting)."""
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def wants_sse(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "").lower()
+
+
+@router.post("/v1/streams/{name}/questions", response_model=AnswerOut, summary="Ask about everything ingested so far",
+             description="Returns the answer object of `lucy ask --json`. With `Accept: text/event-stream` the "
+                         "trace streams as `step` events while the question runs, then one `answer` event (or an "
+                         "`error` event).",
+             responses={200: {"content": {"application/json": {}, "text/event-stream": {}}}})
+async def ask(name: str, body: QuestionIn, request: Request) -> Any:
+    svc = service(request)
+    if wants_sse(request):
+        text, options = svc.questions.check(body.question, body.options)
+        await asyncio.to_thread(svc.manager.require, name)
+        return StreamingResponse(_sse_answer(svc, name, text, options), media_type="text/event-stream",
+                                 headers=SSE_HEADERS)
+    return await svc.questions.ask(name, body.question, body.options, client_gone=request.is_disconnected)
+
+
+@router.get("/v1/streams/{name}/questions", summary="Recent questions and their answers")
+async def recent_questions(name: str, request: Request,
+                           limit: Annotated[int, Query(ge=1, le=500)] = 20) -> dict[str, Any]:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+    rows = await asyncio.to_thread(svc.memory.questions, name, limit)
+    return {"stream": name, "questions": rows}
+
+
+async def _sse_answer(svc: Service, name: str, question: str, options: tuple[str, ...]) -> AsyncIterator[bytes]:
+    try:
+        async for kind, value in svc.questions.events(name, question, options):
+            yield sse(kind, value)
+    except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
+        status, body = in_band_error(err, f"question about {name}")
+        yield sse("error", {**body, "status": status})

@@ -1,0 +1,159 @@
+"""What the routers share: the :class:`Service` on ``app.state.svc``, built at startup and torn down at shutdown,
+and the background tasks it runs (stream sampling, frame retention, the MQTT bridge).
+
+Routers read it with :func:`service` (``request.app.state.svc``) and never build anything themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+
+from lucy.config import LucySettings
+from lucy.errors import StoreError
+from lucy.ingest import FrameStore, FrameStores, open_frames
+from lucy.memory.store import MemoryStore
+from lucy.metrics import MetricsExporter
+from lucy.service.errors import NotFound
+from lucy.service.events import EventBus, NodeAnnouncer
+from lucy.service.questions import QuestionService
+from lucy.service.streams import StreamManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Service:
+    """Everything the handlers share; built at startup, torn down at shutdown."""
+
+    settings: LucySettings
+    frames: FrameStores
+    memory: MemoryStore
+    bus: EventBus
+    manager: StreamManager
+    questions: QuestionService
+    exporter: MetricsExporter
+    ready: bool = False
+    readers: dict[str, FrameStore] = field(default_factory=dict)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    mqtt: Any = None
+
+    def reader(self, name: str) -> FrameStore:
+        """A cached read-only frame store (blocking: call in a thread)."""
+        store = self.readers.get(name)
+        if store is None or not self.frames.exists(name):
+            try:
+                store = self.frames.open(name)
+            except StoreError:
+                raise NotFound(f"stream {name!r} has no frames yet") from None
+            self.readers[name] = store
+        return store
+
+    def forget_reader(self, name: str) -> None:
+        self.readers.pop(name, None)
+
+
+def service(request: Request) -> Service:
+    """The service of the app that received ``request``."""
+    return request.app.state.svc
+
+
+def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> Service:
+    """The service of ``settings.data``: its stores (``memory`` if given), the stream manager and the questions.
+    Every node stored through the memory store is announced on the event bus (MQTT, the dashboard)."""
+    from lucy.memory.sqlite_store import open_memory
+
+    bus = EventBus()
+    frames = open_frames(settings)
+    store = memory or open_memory(settings)
+    store.add_observer(NodeAnnouncer(bus))
+    manager = StreamManager(settings, store, bus, frames=frames)
+    return Service(settings=settings, frames=frames, memory=store, bus=bus, manager=manager,
+                   questions=QuestionService(settings, manager, store), exporter=MetricsExporter())
+
+
+def lifespan(settings: LucySettings, memory: MemoryStore | None = None,
+             ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's lifespan: build the service, resume the registered streams and start the background tasks;
+    at shutdown stop them, the streams, the questions and the memory store, in that order."""
+
+    @contextlib.asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        svc = await asyncio.to_thread(build_service, settings, memory)
+        app.state.svc = svc
+        await start(svc)
+        try:
+            yield
+        finally:
+            await stop(svc)
+
+    return run
+
+
+async def start(svc: Service) -> None:
+    settings = svc.settings
+    if settings.service.resume_streams:
+        resumed = await asyncio.to_thread(svc.manager.resume)
+        if resumed:
+            log.warning("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
+    svc.tasks.append(asyncio.create_task(_sample_forever(svc), name="sample"))
+    from lucy.ingest.retention import RetentionMaintainer
+
+    retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames)
+    svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
+    svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
+    if settings.mqtt.enabled:
+        from lucy.service.mqtt import MqttBridge
+
+        svc.mqtt = MqttBridge(settings.mqtt, svc)
+        svc.tasks.append(asyncio.create_task(svc.mqtt.run(), name="mqtt"))
+    svc.ready = True
+
+
+async def stop(svc: Service) -> None:
+    svc.ready = False
+    if svc.mqtt is not None:
+        await svc.mqtt.close()
+    for task in svc.tasks:
+        task.cancel()
+    await asyncio.gather(*svc.tasks, return_exceptions=True)
+    await asyncio.to_thread(svc.manager.shutdown)
+    await asyncio.to_thread(svc.questions.close)
+    await asyncio.to_thread(svc.memory.close)
+
+
+async def _sample_forever(svc: Service) -> None:
+    """Sample every stream's figures for the dashboard's history, the metrics and MQTT status."""
+    interval = svc.settings.service.stats_interval_seconds
+    last_state: dict[str, str] = {}
+    last_sent = 0.0
+    while True:
+        try:
+            points = await asyncio.to_thread(_sample, svc)
+            now = time.monotonic()
+            periodic = now - last_sent >= max(10.0, 5 * interval)
+            for name, status in points:
+                if periodic or last_state.get(name) != status["state"]:
+                    svc.bus.publish({"type": "status", "stream": name, "status": status})
+                last_state[name] = status["state"]
+            if periodic:
+                last_sent = now
+        except Exception:  # keep sampling; the failure is in the log with its traceback
+            log.exception("sampling stream figures failed")
+        await asyncio.sleep(interval)
+
+
+def _sample(svc: Service) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for stream in svc.manager.managed():
+        stream.sample()
+        out.append((stream.name, stream.status()))
+    svc.exporter.update(svc.manager.figures())
+    return out

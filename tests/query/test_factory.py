@@ -1,0 +1,47 @@
+"""Backends come from one place (lucy.backends): engines opened with one set share its captioner and reasoner;
+a stream's background builder gets an unguarded captioner of its own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lucy.backends import Backends, builder_captioner
+from lucy.config import load_settings
+from lucy.ingest import open_frames
+from lucy.memory.captioners.guard import GuardedCaptioner
+from lucy.query.factory import open_engine
+
+
+def test_engines_share_the_backends_they_are_given(tmp_path: Path) -> None:
+    settings = load_settings(data=tmp_path / "data", **{"captioner.backend": "pixels"})
+    open_frames(settings).create("cam", source="/v.mp4", live=False, width=64, height=64, stored_fps=2.0,
+                                 codec="zstd", quality=90)
+
+    async def main() -> None:
+        backends = Backends()
+        async with open_engine(settings, "cam", backends=backends) as first:
+            pass
+        async with open_engine(settings, "cam", backends=backends) as second:
+            pass
+        # One guarded captioner (its cap on captions in flight spans both engines) and one reasoner.
+        assert first.captioner is second.captioner and isinstance(first.captioner, GuardedCaptioner)
+        assert first.reasoner is second.reasoner and len(backends) == 2
+        await backends.aclose()
+        assert len(backends) == 0
+
+    asyncio.run(main())
+
+
+def test_a_builder_gets_an_unguarded_captioner_of_its_own(tmp_path: Path) -> None:
+    settings = load_settings(data=tmp_path / "data", **{"captioner.backend": "pixels"})
+    first, second = builder_captioner(settings), builder_captioner(settings)
+    assert first is not None and second is not None and first is not second
+    assert not isinstance(first, GuardedCaptioner)  # the builder retries with backoff; no deadline or breaker
+    assert builder_captioner(load_settings(data=tmp_path / "data", **{"captioner.backend": "none"})) is None
+
+    async def close() -> None:
+        await first.aclose()
+        await second.aclose()
+
+    asyncio.run(close())

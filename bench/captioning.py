@@ -179,7 +179,7 @@ def bench_throughput(latency: float, capacity: int, spans: int, max_frames: int,
 
 
 def bench_pixels(repeat: int) -> None:
-    from lucy.memory.captioners import make_captioner
+    from lucy.backends import builder_captioner
 
     print("\n== (2) pixels captioner speed (embedded CPU captioner: OCR, colours, motion, scene cuts) ==")
     with tempfile.TemporaryDirectory(prefix="lucy-bench-") as tmp:
@@ -188,7 +188,7 @@ def bench_pixels(repeat: int) -> None:
         video = text_video(Path(tmp) / "text.mp4", span * (repeat + 1))
         Ingestor(settings, str(video), "px").run()
         store = ZarrFrameStore.open(settings.data, "px")
-        captioner = make_captioner(settings)
+        captioner = builder_captioner(settings)  # unguarded: the bench times the captioner itself
         instruction = settings.captioner.coarse_instruction
         for level in (Level.COARSE, Level.FINE):
             spec = settings.levels.level(level)
@@ -222,7 +222,7 @@ def text_video(path: Path, seconds: float) -> Path:
 
 
 def bench_lag(seconds: float) -> None:
-    from lucy.memory.captioners import make_captioner
+    from lucy.backends import builder_captioner
 
     print(f"\n== (3) caption lag: ingesting a generated {seconds:.0f} s 640x360 file faster than real time "
           f"(Ingestor + builder, as `lucy ingest` runs them), pixels captioner ==")
@@ -231,7 +231,7 @@ def bench_lag(seconds: float) -> None:
         video = text_video(Path(tmp) / "lag.mp4", seconds)
         memory = open_memory(settings)
         samples: list[tuple[float, float, float]] = []  # (wall, ingested_until, lag)
-        with CoarseBuilder(settings, "lag", memory, make_captioner(settings)) as builder:
+        with CoarseBuilder(settings, "lag", memory, builder_captioner(settings)) as builder:
             def on_commit(store, stats) -> None:
                 builder.on_commit(store, stats)
                 samples.append((time.perf_counter(), stats.ingested_until, builder.stats.lag))

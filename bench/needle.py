@@ -31,13 +31,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lucy.backends import Backends, builder_captioner
 from lucy.config import LucySettings, load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
-from lucy.memory.captioners import make_captioner
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.factory import open_engine
-from lucy.query.reasoners import make_reasoner
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
 
 WIDTH, HEIGHT, GEN_FPS = 320, 180, 2.0
@@ -214,7 +213,7 @@ def prepare(workdir: Path, minutes: int, needles: int, seed: int, preset: str) -
         write_video(video, duration=minutes * 60.0, fps=GEN_FPS, width=WIDTH, height=HEIGHT, scenes=scenes,
                     overlays=overlays, shapes=shapes, gop=64)
         memory = SQLiteMemoryStore.for_data(settings)
-        captioner = make_captioner(settings)
+        captioner = builder_captioner(settings)
         assert captioner is not None
         builder = CoarseBuilder(settings, "haystack", memory, captioner).start()
         Ingestor(settings, str(video), "haystack", on_commit=builder.on_commit).run()
@@ -242,11 +241,10 @@ def reset_question_memory(settings: LucySettings) -> None:
 
 async def ask_all(settings: LucySettings, minutes: int, questions: list[Question], verbose: bool,
                   ) -> tuple[list[Outcome], list[Outcome]]:
-    captioner = make_captioner(settings)
-    reasoner = make_reasoner(settings)
+    backends = Backends()  # one captioner and reasoner for both passes, as a server shares them
     passes: list[list[Outcome]] = [[], []]
     try:
-        async with open_engine(settings, "haystack", captioner=captioner, reasoner=reasoner) as engine:
+        async with open_engine(settings, "haystack", backends=backends) as engine:
             for p in range(2):
                 for q in questions:
                     began = time.perf_counter()
@@ -262,9 +260,7 @@ async def ask_all(settings: LucySettings, minutes: int, questions: list[Question
                               f"{'confident' if result.confident else 'unsure   '} {outcome.seconds:5.1f}s | "
                               f"{q.text} -> {result.answer!r} (truth {q.options[q.truth]!r})", flush=True)
     finally:
-        if captioner is not None:
-            await captioner.aclose()
-        await reasoner.aclose()
+        await backends.aclose()
     return passes[0], passes[1]
 
 

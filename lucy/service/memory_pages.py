@@ -40,6 +40,9 @@ def frame_jpeg(svc: Service, name: str, t: float, width: int | None) -> tuple[by
     info_end = float(times[-1]) + 1.0 / store.info().stored_fps
     if t > info_end:
         raise NotFound(f"no frame at {t:g} s: stream {name!r} is ingested up to {info_end:.3f} s")
+    expired = store.available_from()
+    if t < expired:  # the oldest frame kept is another moment: say so rather than show it
+        raise NotFound(f"no frame at {t:g} s: frames before {expired:g} s have expired (retention)")
     i = max(0, int(np.searchsorted(times, t, side="right")) - 1)
     shown = float(times[i])
     clip = store.read(shown, shown + 1e-6)

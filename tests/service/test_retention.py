@@ -47,7 +47,10 @@ def test_retention_in_a_running_server(lucy_server, videos, tmp_path) -> None:
              == _chunk_bytes(data, "ret"), 30, "bytes stored to match the disk")
 
     with server.client() as c:
-        for t in (5.0, 60.0, 121.0, 130.3, 141.0, 149.0):  # expired, thinned and whole stretches
+        for t in (5.0, 60.0):  # expired: said so, not shown another moment's frame
+            r = c.get("/v1/streams/ret/frames", params={"t": t})
+            assert r.status_code == 404 and "have expired (retention)" in r.json()["detail"], r.text
+        for t in (121.0, 130.3, 141.0, 149.0):  # thinned and whole stretches
             r = c.get("/v1/streams/ret/frames", params={"t": t})
             assert r.status_code == 200, r.text
             shown = float(r.headers["X-Lucy-Frame-Time"])

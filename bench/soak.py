@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 RTSP_SERVER = HERE.parent / "tests" / "servers" / "rtsp_server.py"
 CLIENTS = 4
+SCRAPE_SECONDS = 5.0
 # Shares of the questions between which the scripted captioner hangs: a short spell in the warm-up (so that every
 # kind of work has run once before the figures are first taken), then the long one the latency figures compare.
 WARM_UP = 0.1
@@ -205,9 +206,19 @@ class Soak:
                         print(f"  [{time.monotonic() - began:6.0f} s] {i + 1} questions, {len(self.failures)} failed",
                               flush=True)
 
+        def scrape(done: threading.Event) -> None:  # as Prometheus would (it takes what the stats objects keep)
+            with httpx.Client(base_url=self.url, timeout=60) as client:
+                while not done.wait(SCRAPE_SECONDS):
+                    client.get("/metrics").raise_for_status()
+
+        done = threading.Event()
+        scraper = threading.Thread(target=scrape, args=(done,), daemon=True)
+        scraper.start()
         with ThreadPoolExecutor(CLIENTS) as pool:
             for future in [pool.submit(client_loop) for _ in range(CLIENTS)]:
                 future.result()
+        done.set()
+        scraper.join(60)
         self.wall = time.monotonic() - began
 
     # ------------------------------------------------------------------------------------ the figures

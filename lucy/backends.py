@@ -10,7 +10,7 @@ GPU (``vllm``), a Tesseract instance (``pixels``). Every caller gets its backend
   streams whose captioner settings differ (a stream may name its own backend): two streams with the same settings
   share one captioner, and with it one cap on captions in flight.
 - a stream's background coarse builder (``lucy ingest``, a ``lucy serve`` stream worker, ``lucy demo``):
-  :func:`builder_captioner`, *unguarded*, because the builder has its own rules for a failing captioner (it
+  :func:`builder_captioner` and :func:`builder_transcriber`, *unguarded*, because the builder has its own rules for a failing captioner (it
   retries each span with backoff until the captioner answers; a question's deadline and breaker would only make
   it give up). The builder owns it and closes it on its own event loop.
 
@@ -24,12 +24,20 @@ from lucy.config import LucySettings
 from lucy.memory.captioners import make_captioner
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.captioners.guard import GuardedCaptioner
+from lucy.memory.transcribers import Transcriber, make_transcriber
 from lucy.query.reasoners import Reasoner, make_reasoner
 
 
 def builder_captioner(settings: LucySettings) -> Captioner | None:
     """A new, unguarded captioner for one stream's coarse builder, which owns it (None for backend ``none``)."""
     return make_captioner(settings)
+
+
+def builder_transcriber(settings: LucySettings) -> Transcriber | None:
+    """A new transcriber for one stream's coarse builder, which owns it (None for backend ``none``). Questions need
+    none: they read the transcripts the builder stored. The embedded model loads on the first clip with audio, so a
+    stream without audio costs nothing."""
+    return make_transcriber(settings)
 
 
 class Backends:

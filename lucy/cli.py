@@ -83,7 +83,7 @@ def _ingest_line(stream: str, line: _StatusLine) -> RecorderObserver:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from lucy.backends import builder_captioner
+    from lucy.backends import builder_captioner, builder_transcriber
     from lucy.memory.nodes import INGEST_ORIGIN
     from lucy.memory.sqlite_store import open_memory
     from lucy.recorder import StreamRecorder
@@ -93,7 +93,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     memory = open_memory(settings)
     try:
         recorder = StreamRecorder(settings, args.source, args.stream, memory, builder_captioner(settings),
-                                  realtime=args.realtime, observer=_ingest_line(args.stream, line))
+                                  realtime=args.realtime, observer=_ingest_line(args.stream, line),
+                                  transcriber=builder_transcriber(settings))
 
         def terminate(signum: int, _frame: object) -> None:
             # Stop cleanly: frames already decoded are committed and the summary printed.

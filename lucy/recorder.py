@@ -33,6 +33,7 @@ from lucy.ingest.lock import Holder
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.store import MemoryStore
+from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import StreamProgress
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,8 @@ class StreamRecorder:
     def __init__(self, settings: LucySettings, source: str, stream: str, memory: MemoryStore,
                  captioner: Captioner | None, *, realtime: bool = False, holder: Holder | None = None,
                  observer: RecorderObserver | None = None, give_up_seconds: float | None = None,
-                 drain_timeout: float | None = None, frames: FrameStores | None = None) -> None:
+                 drain_timeout: float | None = None, frames: FrameStores | None = None,
+                 transcriber: Transcriber | None = None) -> None:
         self.stream = stream
         self.observer = observer or RecorderObserver()
         self.give_up_seconds = settings.memory.drain_give_up_seconds if give_up_seconds is None else give_up_seconds
@@ -105,7 +107,7 @@ class StreamRecorder:
         self.ingestor = Ingestor(settings, source, stream, realtime=realtime, on_commit=self._on_commit,
                                  holder=holder, frames=frames)
         self.builder = None if captioner is None else CoarseBuilder(settings, stream, memory, captioner,
-                                                                    frames=frames)
+                                                                    frames=frames, transcriber=transcriber)
         self.live: bool | None = None  # known from the first commit
         self._stopping = threading.Event()
 
@@ -119,7 +121,9 @@ class StreamRecorder:
     def progress(self) -> StreamProgress:
         """Where the recording is now (any thread)."""
         return StreamProgress(live=self.live, ingest=self.ingestor.stats.snapshot(),
-                              caption=None if self.builder is None else self.builder.stats.snapshot())
+                              caption=None if self.builder is None else self.builder.stats.snapshot(),
+                              speech=None if self.builder is None or self.builder.speech is None
+                              else self.builder.speech.stats.snapshot())
 
     def run(self) -> Recording:
         """Record until the source ends (then drain its captions) or :meth:`stop`; see the module's rules."""

@@ -5,10 +5,12 @@ from lucy.config.names import (
     FRAME_CODECS,
     LEVEL_NAMES_HELP,
     REASONER_BACKENDS,
+    TRANSCRIBER_BACKENDS,
     CaptionerBackend,
     FrameCodec,
     Level,
     ReasonerBackend,
+    TranscriberBackend,
     check_level_name,
     is_level_name,
     summary_depth,
@@ -18,7 +20,8 @@ from lucy.config.presets import PRESETS, LevelSpec, Preset
 from lucy.config.settings import IngestSettings, LucySettings, load_settings
 
 __all__ = [
-    "CAPTIONER_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP", "PRESETS", "REASONER_BACKENDS", "CaptionerBackend",
+    "CAPTIONER_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP", "PRESETS", "REASONER_BACKENDS", "TRANSCRIBER_BACKENDS",
+    "CaptionerBackend",
     "FrameCodec", "IngestSettings", "Level", "LevelSpec", "LucySettings", "Preset", "ReasonerBackend",
-    "check_level_name", "is_level_name", "load_settings", "summary_depth", "summary_level",
+    "TranscriberBackend", "check_level_name", "is_level_name", "load_settings", "summary_depth", "summary_level",
 ]

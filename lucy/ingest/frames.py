@@ -32,6 +32,38 @@ class Clip:
         return len(self.times)
 
 
+AUDIO_RATE = 16_000  # samples per second of stored audio (mono): what speech recognisers take
+
+
+@dataclass(frozen=True, slots=True)
+class AudioClip:
+    """Mono audio of one stream: ``samples[i]`` was heard at ``start + i / sample_rate`` media seconds.
+
+    Stretches of the span that hold no audio (a live stream's outage inside it) read as silence (zeros), so the
+    time of every sample follows from its index.
+    """
+
+    samples: np.ndarray  # float32 (N,), in [-1, 1]
+    sample_rate: int  # AUDIO_RATE
+    start: float  # media time (s) of samples[0]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    @property
+    def end(self) -> float:
+        """Media time just after the last sample."""
+        return self.start + len(self.samples) / self.sample_rate
+
+    @property
+    def seconds(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+    @classmethod
+    def empty(cls, start: float = 0.0, sample_rate: int = AUDIO_RATE) -> AudioClip:
+        return cls(np.empty(0, dtype=np.float32), sample_rate, float(start))
+
+
 @dataclass(frozen=True, slots=True)
 class Gap:
     """Media time during which a live stream delivered nothing (it dropped and was reconnected)."""
@@ -62,6 +94,8 @@ class StreamInfo:
     expired_before: float = 0.0  # retention deleted every frame before this media time (memory text is kept)
     thinned_before: float = 0.0  # frames before this media time were thinned to a coarse rate by retention
     created: float | None = None  # Unix time the stream's store was created (tells a re-created stream apart)
+    audio: bool = False  # the stream's source carries an audio track that is stored (see FrameStore.read_audio)
+    audio_until: float = 0.0  # media time up to which audio is committed
 
     @property
     def media_seconds(self) -> float:
@@ -119,6 +153,25 @@ class FrameStore(ABC):
     def info(self) -> StreamInfo:
         """The stream's description and progress."""
 
+    def has_audio(self) -> bool:
+        """Whether the stream stores audio (its source has an audio track). A stream without audio reads as
+        empty: :meth:`audio_until` 0.0 and empty clips."""
+        return False
+
+    def audio_until(self) -> float:
+        """Media time up to which audio is committed (readers never see audio past it); 0.0 without audio."""
+        return 0.0
+
+    def audio_seconds(self) -> float:
+        """Seconds of audio stored (outages not counted); 0.0 without audio."""
+        return 0.0
+
+    def read_audio(self, start: float, end: float) -> AudioClip:
+        """Committed audio heard in ``[start, end)``, mono float32 at :data:`AUDIO_RATE`. The clip starts at the
+        first stored sample at or after ``start`` and ends at ``min(end, audio_until())``; an outage inside
+        the span reads as silence. An empty clip (starting at ``start``) when there is none."""
+        return AudioClip.empty(start)
+
     def holds_source(self, source: str) -> bool:
         """Whether the stream was created from the source ``source`` names (as given, credentials and all: the
         store compares it with what it keeps, never keeps it). A resumed ingest refuses another source."""
@@ -129,6 +182,11 @@ class FrameStore(ABC):
     @abstractmethod
     def append(self, frames: np.ndarray, times: np.ndarray) -> int:
         """Store and commit frames (times strictly increasing, after all stored ones); return the count."""
+
+    def append_audio(self, samples: np.ndarray, start: float) -> float:
+        """Store and commit mono samples at :data:`AUDIO_RATE` (float32 in [-1, 1]) heard from media time
+        ``start`` on (at or after :meth:`audio_until`; a later start leaves a gap). Returns ``audio_until()``."""
+        raise NotImplementedError(f"{type(self).__name__} does not store audio")
 
     def set_wall_start(self, wall_start: float) -> None:
         """Record the Unix time of media time 0 of a live stream (the first call wins)."""
@@ -197,10 +255,12 @@ class FrameStores(ABC):
 
     @abstractmethod
     def create(self, name: str, *, source: str, live: bool, width: int, height: int, stored_fps: float,
-               codec: str, quality: int) -> FrameStore:
+               codec: str, quality: int, audio: bool = False) -> FrameStore:
         """Create a stream and return its writer; :class:`StoreError` if it exists. ``source`` is the source as
         given: the store keeps it redacted, plus a salted hash of its identity that
-        :meth:`FrameStore.holds_source` checks. The stream appears whole, or not at all."""
+        :meth:`FrameStore.holds_source` checks. The stream appears whole, or not at all. ``audio``: the source
+        has sound, to be stored with :meth:`FrameStore.append_audio`; a source without pictures (sound only) is
+        created with width and height 0 and never appends frames."""
 
     @abstractmethod
     def delete(self, name: str) -> bool:

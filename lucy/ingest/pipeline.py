@@ -3,6 +3,10 @@
 Two threads: the decoder thread pulls frames from the source (FFmpeg decodes with its own threads) and keeps
 those the sampler wants; the writer (the caller's thread) resizes them, writes them to the store and commits
 them in batches. A bounded queue between the two keeps memory flat.
+
+Sound (16 kHz mono, already resampled by the source) travels the same queue and is committed with the frames
+(:class:`_SoundBuffer`): what a resumed run decodes again, or a rewinding decoder repeats, is dropped, so the
+stored audio never overlaps itself. A source without pictures creates its stream at its first sound.
 """
 
 from __future__ import annotations
@@ -18,16 +22,17 @@ import numpy as np
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
-from lucy.ingest.frames import FrameStore, FrameStores, Gap
+from lucy.ingest.frames import AUDIO_RATE, FrameStore, FrameStores, Gap
 from lucy.ingest.lock import Holder, stream_lock
 from lucy.ingest.sampler import Sampler, fit_size
-from lucy.ingest.source import Frame, Source, open_source
+from lucy.ingest.source import AudioChunk, Frame, Source, open_source
 from lucy.ingest.zarr_store import open_frames
 from lucy.metrics.progress import IngestProgress
 
 log = logging.getLogger(__name__)
 
 _QUEUE_FRAMES = 16
+_EARLY_SOUND_SECONDS = 10.0  # sound kept while a stream with pictures waits for its first one
 LOCK_WAIT_SECONDS = 0.5  # rides over a server's probe of the lock (lucy.ingest.lock.probe), never a writer
 _DONE = object()
 
@@ -46,6 +51,8 @@ class IngestStats:
     decode_errors: int = 0
     reconnects: int = 0
     gaps: int = 0
+    audio_seconds: float = 0.0  # sound stored by this run
+    audio_until: float = 0.0  # media time up to which sound is committed (all runs)
 
     @property
     def wall_seconds(self) -> float:
@@ -67,7 +74,7 @@ class IngestStats:
             frames_decoded=self.frames_decoded, frames_stored=self.frames_stored, committed=self.committed,
             media_start=self.media_start, ingested_until=self.ingested_until, decode_fps=self.decode_fps,
             realtime_factor=self.realtime_factor, decode_errors=self.decode_errors, reconnects=self.reconnects,
-            gaps=self.gaps)
+            gaps=self.gaps, audio_seconds=self.audio_seconds, audio_until=self.audio_until)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,55 @@ class IngestResult:
     lost: str | None
     decode_errors: int
     reconnects: int
+    audio_seconds: float = 0.0  # sound in the store (all runs; 0 for a stream without sound)
+
+
+class _SoundBuffer:
+    """Sound waiting for the next commit, as contiguous stretches ``[start, samples]``. Anything before what is
+    stored or buffered already (a resumed file decodes a little again; a rewind repeats some) is cut off."""
+
+    def __init__(self, stored_until: float | None) -> None:
+        self.stretches: list[tuple[float, list[np.ndarray]]] = []
+        self.end = stored_until  # media time after the last sample kept
+        self.samples = 0  # buffered
+
+    def add(self, chunk: AudioChunk) -> None:
+        start, samples = chunk.time, chunk.samples
+        if self.end is not None:
+            late = round((self.end - start) * AUDIO_RATE)
+            if late > 0:
+                samples, start = samples[late:], start + late / AUDIO_RATE
+            if abs(start - self.end) <= 1.5 / AUDIO_RATE:
+                start = self.end  # contiguous: keep the stored sample grid
+        if not len(samples):
+            return
+        if self.stretches and start == self.end:
+            self.stretches[-1][1].append(samples)
+        else:
+            self.stretches.append((start, [samples]))
+        self.end = start + len(samples) / AUDIO_RATE
+        self.samples += len(samples)
+
+    def keep_newest(self, seconds: float) -> None:
+        """Drop the oldest buffered sound beyond ``seconds`` (sound that waits for a first picture that may never
+        come must not fill the memory)."""
+        excess = self.samples - round(seconds * AUDIO_RATE)
+        while excess > 0 and self.stretches:
+            start, parts = self.stretches[0]
+            cut = min(excess, len(parts[0]))
+            parts[0] = parts[0][cut:]
+            self.stretches[0] = (start + cut / AUDIO_RATE, parts)
+            if not len(parts[0]):
+                parts.pop(0)
+                if not parts:
+                    self.stretches.pop(0)
+            self.samples -= cut
+            excess -= cut
+
+    def take(self) -> list[tuple[float, np.ndarray]]:
+        out = [(start, np.concatenate(parts)) for start, parts in self.stretches]
+        self.stretches, self.samples = [], 0
+        return out
 
 
 class Ingestor:
@@ -121,6 +177,8 @@ class Ingestor:
         source = open_source(self.spec, self.settings.ingest, resume_after=resume_after,
                              wall_start=wall_start, realtime=self.realtime,
                              allowed_roots=self.settings.service.allowed_source_roots)
+        if self.store is not None and self.store.has_audio():
+            source.resume_audio_after(self.store.audio_until())
         return source, fps
 
     def run(self) -> IngestResult:
@@ -140,7 +198,9 @@ class Ingestor:
         stats = self.stats
         if self.store is not None:
             stats.committed = self.store.committed()
-            stats.ingested_until = self.store.info().media_seconds
+            stats.audio_until = self.store.audio_until()
+            # A stream of sound alone has ingested what its sound covers.
+            stats.ingested_until = self.store.info().media_seconds if stats.committed else stats.audio_until
             stats.media_start = stats.ingested_until
         sampler = Sampler(fps, after=None if self.store is None else self.store.info().last_time)
         items: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_FRAMES)
@@ -161,7 +221,8 @@ class Ingestor:
             stream=self.stream, frames=info.frames if info else 0, new_frames=stats.frames_stored,
             media_seconds=info.media_seconds if info else 0.0, wall_seconds=stats.wall_seconds,
             complete=source.complete, lost=source.lost, decode_errors=source.decode_errors,
-            reconnects=source.reconnects)
+            reconnects=source.reconnects,
+            audio_seconds=self.store.audio_seconds() if self.store is not None else 0.0)
 
     def _decode(self, source: Source, sampler: Sampler, items: queue.Queue[object],
                 writer_done: threading.Event) -> None:
@@ -197,21 +258,32 @@ class Ingestor:
         if self.store is not None:
             info = self.store.info()
             size = (info.width, info.height)
+        sound = _SoundBuffer(self.store.audio_until() if self.store is not None and self.store.has_audio() else None)
         last_commit = time.monotonic()
+
+        def create(width: int, height: int) -> None:
+            self.store = self.frames.create(
+                self.stream, source=self.spec, live=source.live, width=width, height=height, stored_fps=fps,
+                codec=s.codec, quality=s.jpeg_quality, audio=source.has_audio)
 
         def commit() -> None:
             nonlocal last_commit
             last_commit = time.monotonic()
-            if not times:
-                return
-            assert self.store is not None
+            if self.store is None or not (times or sound.samples):
+                return  # sound that comes before the first picture waits for the stream to be created
             if source.live and getattr(source, "wall_start", None) is not None:
                 self.store.set_wall_start(source.wall_start)  # type: ignore[attr-defined]
-            self.stats.committed = self.store.append(np.stack(frames), np.asarray(times))
-            self.stats.frames_stored += len(times)
-            self.stats.ingested_until = times[-1] + 1.0 / fps
-            times.clear()
-            frames.clear()
+            if times:
+                self.stats.committed = self.store.append(np.stack(frames), np.asarray(times))
+                self.stats.frames_stored += len(times)
+                self.stats.ingested_until = times[-1] + 1.0 / fps
+                times.clear()
+                frames.clear()
+            for start, samples in sound.take():
+                self.stats.audio_until = self.store.append_audio(samples, start)
+                self.stats.audio_seconds += len(samples) / AUDIO_RATE
+            if not source.has_video:  # a stream of sound alone: its sound is what is ingested
+                self.stats.ingested_until = self.stats.audio_until
             if self.on_commit is not None:
                 self.on_commit(self.store, self.stats)
 
@@ -233,12 +305,22 @@ class Ingestor:
                 self.stats.gaps += 1
                 self.stats.reconnects = source.reconnects
                 continue
+            if isinstance(item, AudioChunk):
+                if self.store is None and not source.has_video:
+                    size = (0, 0)
+                    create(0, 0)
+                sound.add(item)
+                if self.store is None:
+                    sound.keep_newest(_EARLY_SOUND_SECONDS)
+                if self.stats.media_start is None and not source.has_video:
+                    self.stats.media_start = item.time
+                if time.monotonic() - last_commit >= s.commit_every_seconds:
+                    commit()
+                continue
             assert isinstance(item, Frame)
             if size is None:
                 size = fit_size(item.video.width, item.video.height, s.frame_width, s.frame_height)
-                self.store = self.frames.create(
-                    self.stream, source=self.spec, live=source.live, width=size[0], height=size[1], stored_fps=fps,
-                    codec=s.codec, quality=s.jpeg_quality)
+                create(*size)
             if self.stats.media_start is None:
                 self.stats.media_start = item.time
             frames.append(item.video.to_ndarray(format="rgb24", width=size[0], height=size[1]))

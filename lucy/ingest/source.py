@@ -1,5 +1,8 @@
 """Sources: open a file or a live stream with PyAV and yield decoded frames on a monotonic media clock.
 
+- The first audio track, if any, is decoded alongside the pictures and resampled to 16 kHz mono
+  (:class:`AudioChunk`) on the same media clock. A file with sound and no pictures is a source too.
+
 - Files decode as fast as the machine allows (or paced with ``realtime``); a damaged file yields what decodes
   and reports what was lost.
 - Live streams (``rtsp://``, and ``http(s)://`` without a known duration, e.g. live HLS) reconnect with
@@ -32,10 +35,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import av
 import av.error
+import numpy as np
 
 from lucy.config import IngestSettings
 from lucy.errors import SourceError
-from lucy.ingest.frames import Gap
+from lucy.ingest.frames import AUDIO_RATE, Gap
 from lucy.ingest.roots import LOCAL_FILE_OPTIONS, check_local_source
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,12 @@ _ID_ITERATIONS = 100_000
 _SKIP_RATE_FACTOR = 4
 # A pts jump backwards by more than this (seconds) is a timestamp reset, not reordering noise.
 _RESET_JUMP = 1.0
+# Audio whose timestamp strays this far (seconds) from where the samples before it end starts a new stretch
+# (a jump, a hole, clock drift); smaller jitter is ignored so that the samples stay contiguous.
+_AUDIO_SLIP = 0.1
+# Stored sound that ends this long (seconds) before the stored pictures has ended in the source: a resume goes
+# on from the pictures (sound is committed with them, so a killed run leaves it at most a commit behind).
+_SOUND_ENDED = 5.0
 
 
 def tls_options(url: str, settings: IngestSettings) -> dict[str, str]:
@@ -124,6 +134,68 @@ class Frame:
     video: av.VideoFrame
 
 
+@dataclass(slots=True)
+class AudioChunk:
+    """Decoded sound, mono float32 in [-1, 1] at :data:`AUDIO_RATE`: ``samples[i]`` was heard at media time
+    ``time + i / AUDIO_RATE``."""
+
+    time: float
+    samples: np.ndarray
+
+    @property
+    def end(self) -> float:
+        return self.time + len(self.samples) / AUDIO_RATE
+
+
+class _Resampler:
+    """Turns a track's decoded audio frames into :class:`AudioChunk` on the media clock (PyAV's
+    AudioResampler to 16 kHz mono). Samples are timed by counting them from the start of a stretch, so chunks
+    of one stretch are exactly contiguous; a timestamp that strays by more than ``_AUDIO_SLIP`` starts a new
+    stretch at its own time."""
+
+    def __init__(self) -> None:
+        self._resampler: av.AudioResampler | None = None
+        self._start = 0.0  # media time of the stretch's first sample
+        self._produced = 0  # samples put out in this stretch
+        self._expected: float | None = None  # media time where the next input frame should start
+
+    def _out(self, frames: list[av.AudioFrame]) -> AudioChunk | None:
+        parts = [f.to_ndarray().reshape(-1) for f in frames if f.samples]
+        if not parts:
+            return None
+        samples = np.concatenate(parts).astype(np.float32, copy=False)
+        chunk = AudioChunk(self._start + self._produced / AUDIO_RATE, samples)
+        self._produced += len(samples)
+        return chunk
+
+    def flush(self) -> AudioChunk | None:
+        """The samples the resampler still holds (at the end of a stretch)."""
+        if self._resampler is None:
+            return None
+        chunk = self._out(self._resampler.resample(None))
+        self._resampler, self._expected = None, None
+        return chunk
+
+    def __call__(self, frame: av.AudioFrame, t: float) -> list[AudioChunk]:
+        """Chunks for ``frame``, whose first sample was heard at media time ``t``."""
+        out = []
+        if self._expected is not None and abs(t - self._expected) > _AUDIO_SLIP:
+            tail = self.flush()
+            if tail is not None:
+                out.append(tail)
+        if self._resampler is None:
+            self._resampler = av.AudioResampler(format="flt", layout="mono", rate=AUDIO_RATE)
+            self._start, self._produced = t, 0
+            self._expected = t
+        assert self._expected is not None
+        self._expected += frame.samples / float(frame.sample_rate or AUDIO_RATE)
+        frame.pts = None  # timed by counting samples; the resampler need not check the track's timestamps
+        chunk = self._out(self._resampler.resample(frame))
+        if chunk is not None:
+            out.append(chunk)
+        return out
+
+
 def _is_eio(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno == errno.EIO
 
@@ -184,6 +256,8 @@ class Source(ABC):
     description: str  # redacted, safe to show
     source_id: str  # tells it from other sources; may hold a secret, so stores keep stored_source_id() instead
     live: bool
+    has_video = True  # a file may have sound only (known once the source is open; a live stream: at connect)
+    has_audio = False  # its audio track is decoded (ingest.audio on, and the source has one)
 
     def __init__(self) -> None:
         self._stop = threading.Event()
@@ -191,17 +265,26 @@ class Source(ABC):
         self.lost: str | None = None  # what could not be decoded, once iteration ended
         self.complete = False  # the source was read to its end
         self.reconnects = 0
+        self._audio_after: float | None = None
 
     def stop(self) -> None:
         self._stop.set()
+
+    def resume_audio_after(self, t: float) -> None:
+        """Sound up to media time ``t`` is stored already: a file starts decoding early enough to continue it
+        (the caller drops what was stored). Sound far behind the pictures has ended; it does not move the start.
+        A live stream goes on from now anyway."""
+        self._audio_after = t
 
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()
 
     @abstractmethod
-    def frames(self) -> Iterator[Frame | Gap]:
-        """Decoded frames in media-time order, with a :class:`Gap` wherever a live stream was down."""
+    def frames(self) -> Iterator[Frame | AudioChunk | Gap]:
+        """Decoded frames in media-time order, with a :class:`Gap` wherever a live stream was down, and the
+        sound of the first audio track as :class:`AudioChunk` (in time order among themselves; interleaved with
+        the frames as the container interleaves them, so a chunk may start before the last frame's time)."""
 
     def skip_unneeded_frames(self, sample_fps: float) -> None:
         """Let the decoder skip frames no other frame refers to, when the sampler keeps few enough frames.
@@ -213,17 +296,34 @@ class Source(ABC):
         """
         self._sample_fps = sample_fps
 
-    def _decode(self, container: av.container.InputContainer, stream: av.VideoStream) -> Iterator[av.VideoFrame]:
-        """Decode packet by packet so that one corrupt packet costs one packet, not the stream."""
+    def _decode(self, container: av.container.InputContainer, stream: av.VideoStream | None,
+                audio: av.AudioStream | None = None) -> Iterator[av.VideoFrame | av.AudioFrame]:
+        """Decode packet by packet so that one corrupt packet costs one packet, not the stream. Pictures of
+        ``stream`` and sound of ``audio`` (either may be None), in the container's order."""
         fps = getattr(self, "_sample_fps", None)
-        skipping = fps is not None and float(stream.average_rate or 0) >= _SKIP_RATE_FACTOR * fps
+        skipping = (stream is not None and fps is not None
+                    and float(stream.average_rate or 0) >= _SKIP_RATE_FACTOR * fps)
         if skipping:
+            assert stream is not None
             stream.codec_context.skip_frame = "NONREF"
         previous: float | None = None  # time of the last frame yielded while skipping
         replay_after: float | None = None  # after a rewind: frames up to here were yielded already
-        for packet in container.demux(stream):
+        for packet in container.demux(*(s for s in (stream, audio) if s is not None)):
             if self.stopped:
                 return
+            if audio is not None and packet.stream.index == audio.index:
+                try:
+                    yield from packet.decode()
+                except av.error.InvalidDataError:
+                    self.decode_errors += 1
+                except av.error.FFmpegError as err:  # the sound cannot be decoded at all: go on with pictures
+                    if stream is None:
+                        raise
+                    log.warning("%s: audio dropped (%s)", self.description, _ffmpeg_reason(err))
+                    audio = None
+                    self.has_audio = False
+                continue
+            assert stream is not None
             try:
                 for frame in packet.decode():
                     ft = _frame_time(frame)
@@ -270,7 +370,7 @@ class _MediaClock:
         return t
 
 
-def _frame_time(frame: av.VideoFrame) -> float | None:
+def _frame_time(frame: av.VideoFrame | av.AudioFrame) -> float | None:
     return None if frame.pts is None or frame.time_base is None else float(frame.pts * frame.time_base)
 
 
@@ -316,12 +416,31 @@ def _check_picture_size(stream: av.VideoStream, what: str, settings: IngestSetti
                           f"({limit:,}) allows")
 
 
+def _audio_stream(container: av.container.InputContainer, settings: IngestSettings) -> av.AudioStream | None:
+    """The first audio track, set up for decoding (None: there is none, or ``ingest.audio`` is off)."""
+    if not settings.audio or not container.streams.audio:
+        return None
+    audio = container.streams.audio[0]
+    audio.thread_type = "AUTO"
+    return audio
+
+
+def _streams(container: av.container.InputContainer, what: str, settings: IngestSettings,
+             local_path: str | None = None) -> tuple[av.VideoStream | None, av.AudioStream | None]:
+    """The first video stream (see :func:`_video_stream`) and the first audio track; a source with sound and no
+    pictures has no video stream, one with neither is refused."""
+    audio = _audio_stream(container, settings)
+    if not container.streams.video and audio is not None:
+        return None, audio
+    return _video_stream(container, what, settings, local_path), audio
+
+
 def _video_stream(container: av.container.InputContainer, what: str, settings: IngestSettings,
                   local_path: str | None = None) -> av.VideoStream:
     """The first video stream, checked against ``ingest.max_source_pixels`` and set up for decoding."""
     if not container.streams.video:
         container.close()
-        raise SourceError(f"{what} has no video stream")
+        raise SourceError(f"{what} has no video stream" + (" (nor sound)" if settings.audio else ""))
     stream = container.streams.video[0]
     try:
         _check_picture_size(stream, what, settings, local_path)
@@ -370,47 +489,80 @@ class FileSource(Source):
         except (av.error.FFmpegError, OSError) as err:
             raise SourceError(f"cannot read {self.description} as video: {_ffmpeg_reason(err)}"
                               f"{_tls_hint(path, settings) if _is_eio(err) else ''}") from None
-        self._stream = _video_stream(self._container, self.description, settings, None if is_url else name)
+        self._stream, self._audio = _streams(self._container, self.description, settings, None if is_url else name)
+        self.has_video, self.has_audio = self._stream is not None, self._audio is not None
+
+    @property
+    def _main(self) -> av.VideoStream | av.AudioStream:
+        """The stream whose clock and length the source follows: the pictures, or the sound of a sound-only file."""
+        main = self._stream if self._stream is not None else self._audio
+        assert main is not None
+        return main
 
     def _expected_duration(self) -> float | None:
-        s = self._stream
+        s = self._main
         if s.duration is not None and s.time_base is not None:
             return float(s.duration * s.time_base)
         if self._container.duration is not None:
             return self._container.duration / 1e6
         return None
 
-    def frames(self) -> Iterator[Frame | Gap]:
-        stream = self._stream
-        start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
+    def _resume_point(self) -> float | None:
+        """Media time to start decoding from again (None: from the start)."""
+        pictures, sound = self._resume_after, self._audio_after if self.has_audio else None
+        if sound is None or (pictures is not None and sound < pictures - _SOUND_ENDED):
+            return pictures  # no sound to continue, or it ended long before the pictures
+        return sound if pictures is None else min(pictures, sound)
+
+    def frames(self) -> Iterator[Frame | AudioChunk | Gap]:
+        stream, main = self._stream, self._main
+        start = float(main.start_time * main.time_base) if main.start_time is not None else 0.0
         clock = _MediaClock(None, offset=-start)
         expected = self._expected_duration()
-        if self._resume_after is not None and self._resume_after > 1.0:
-            # Jump to the keyframe before the resume point; frames up to it are skipped below.
-            target = self._resume_after + start - 1.0
+        resume = self._resume_point()
+        if resume is not None and resume > 1.0:
+            # Jump to the keyframe before the resume point; frames up to it are skipped below (and the sound
+            # already stored, by the caller).
+            target = resume + start - 1.0
             try:
-                self._container.seek(int(target / stream.time_base), stream=stream, backward=True)
+                self._container.seek(int(target / main.time_base), stream=main, backward=True)
             except av.error.FFmpegError:
                 pass  # not seekable: decode from the start and skip
         paced_from: tuple[float, float] | None = None
         last = None
+        sound = _Resampler()
         try:
-            for video in self._decode(self._container, stream):
-                ft = _frame_time(video)
+            for decoded in self._decode(self._container, stream, self._audio):
+                ft = _frame_time(decoded)
                 if ft is None:
                     self.decode_errors += 1
                     continue
-                t = clock(ft)
-                if t is None or (self._resume_after is not None and t <= self._resume_after):
-                    continue
+                if isinstance(decoded, av.AudioFrame):
+                    t: float | None = ft + clock.offset
+                else:
+                    t = clock(ft)
+                    if t is None or (self._resume_after is not None and t <= self._resume_after):
+                        continue
+                assert t is not None
                 if self._realtime:
                     if paced_from is None:
                         paced_from = (time.monotonic(), t)
                     delay = paced_from[0] + (t - paced_from[1]) - time.monotonic()
                     if delay > 0 and self._stop.wait(delay):
                         return
+                if isinstance(decoded, av.AudioFrame):
+                    for chunk in sound(decoded, t):
+                        if stream is None:
+                            last = chunk.end
+                        yield chunk
+                    continue
                 last = t
-                yield Frame(t, video)
+                yield Frame(t, decoded)
+            tail = sound.flush()
+            if tail is not None:
+                if stream is None:
+                    last = tail.end
+                yield tail
         except (av.error.FFmpegError, OSError) as err:
             self.lost = f"reading stopped early: {_ffmpeg_reason(err)}"
         finally:
@@ -418,8 +570,8 @@ class FileSource(Source):
         if self.stopped:
             return
         self.complete = self.lost is None
-        reached = last if last is not None else (self._resume_after or 0.0)
-        rate = float(stream.average_rate) if stream.average_rate else 0.0
+        reached = last if last is not None else (resume or 0.0)
+        rate = float(main.average_rate) if stream is not None and main.average_rate else 0.0
         slack = max(1.0, 2.0 / rate) if rate else 1.0
         if expected is not None and reached + slack < expected:
             self.complete = False
@@ -451,6 +603,7 @@ class LiveSource(Source):
         self._clock = _MediaClock(last_time)
         self.wall_start = wall_start  # set when the first connection of a new stream opens
         self.retry_delays: list[float] = []  # the backoff delays waited so far (for stats and tests)
+        self._audio_end: float | None = None  # media time where the last sound ended (streams without pictures)
 
     def _open(self) -> av.container.InputContainer:
         s = self._settings
@@ -488,7 +641,7 @@ class LiveSource(Source):
             opened_at, opening_since = time.time(), time.monotonic()
             try:
                 container = self._open()
-                stream = _video_stream(container, self.description, s)
+                stream, audio = _streams(container, self.description, s)
             except (av.error.FFmpegError, OSError) as err:
                 if not connected:
                     raise SourceError(
@@ -515,24 +668,34 @@ class LiveSource(Source):
             connected, delay = True, s.reconnect_initial_seconds
             if self.wall_start is None:
                 self.wall_start = opened_at
+            self.has_video, self.has_audio = stream is not None, audio is not None
             first = True
+            sound = _Resampler()
             try:
-                for video in self._decode(container, stream):
-                    ft = _frame_time(video)
+                for decoded in self._decode(container, stream, audio):
+                    ft = _frame_time(decoded)
                     if ft is None:
                         continue
                     if first:
-                        # A live server sends from "now": the first frame was captured about when we connected.
-                        before = self._clock.last
+                        # A live server sends from "now": what comes first (a picture or sound) was captured
+                        # about when we connected. Pictures and sound share the offset found here.
+                        before = self._clock.last if stream is not None else self._audio_end
                         self._clock.anchor(ft, opened_at - self.wall_start)
-                        t = self._clock(ft)
-                        if before is not None and t is not None:
-                            yield Gap(before, t, reason)
+                        if before is not None:
+                            yield Gap(before, ft + self._clock.offset, reason)
                         first = False
-                    else:
-                        t = self._clock(ft)
+                    if isinstance(decoded, av.AudioFrame):
+                        for chunk in sound(decoded, ft + self._clock.offset):
+                            self._audio_end = chunk.end
+                            yield chunk
+                        continue
+                    t = self._clock(ft)
                     if t is not None:
-                        yield Frame(t, video)
+                        yield Frame(t, decoded)
+                tail = sound.flush()
+                if tail is not None:
+                    self._audio_end = tail.end
+                    yield tail
                 reason = "stream ended"
             except (av.error.FFmpegError, OSError) as err:
                 reason = f"stream dropped: {self._why(err)}"

@@ -1,10 +1,20 @@
-"""Frame store on Zarr v3: ``<data>/frames.zarr/<stream>/{frames,times}``, one group per stream.
+"""Frame store on Zarr v3: ``<data>/frames.zarr/<stream>/{frames,times}``, one group per stream (plus
+``{audio,audio_times,audio_lengths}`` when the source has sound).
 
 Commit protocol (why readers never see a half-written frame): arrays grow in blocks ahead of the data, each
 frame is its own chunk, and zarr writes every file atomically (temporary file + rename). Frames and times are
 written first; only then is the group's ``committed`` attribute raised. Readers trust ``committed`` alone,
 so a crash (even ``kill -9``) leaves a store whose committed prefix is complete; a resumed writer simply
 overwrites the uncommitted tail.
+
+Audio (mono, 16 kHz, int16) is kept in blocks of one second, one chunk each: ``audio[i]`` holds
+``audio_lengths[i]`` samples heard from media time ``audio_times[i]`` on. A block is full unless audio stopped
+after it (a live stream's outage, the end of the track): consecutive samples fill the last block, then new
+ones, so an outage is simply the time between one block's end and the next block's start. The same commit rule
+holds: samples, lengths and times are written first, then the ``audio_blocks`` and ``audio_until``
+attributes; readers read the attributes first and never look past ``audio_until``. Filling the last block
+rewrites its chunk file (atomically), whose committed prefix stays as it was. Retention leaves audio alone
+(an hour is about 100 MB before compression, little beside the frames).
 
 Retention (:meth:`ZarrFrameStore.thin_before`, :meth:`ZarrFrameStore.drop_before`) deletes old frames' chunk
 files. The writer owns ``zarr.json`` (it rewrites all its attributes), so what retention deleted is kept in a
@@ -41,6 +51,8 @@ from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.codecs import JpegCodec, JpegXlCodec
 from lucy.ingest.frames import (
+    AUDIO_RATE,
+    AudioClip,
     Clip,
     FrameStore,
     FrameStores,
@@ -58,6 +70,10 @@ _TIMES_CHUNK = 16_384
 RETENTION_FILE = "retention.json"
 _RETENTION_FORMAT = 1
 _SLOT_EPS = 1e-9
+AUDIO_BLOCK = AUDIO_RATE  # samples per stored audio block (one chunk): one second
+_GROW_AUDIO = 1024  # audio capacity step, in blocks
+_AUDIO_JOIN = 1.5 / AUDIO_RATE  # audio starting this close to the stored end continues it (no gap)
+_INT16 = 32767.0
 
 
 def frames_root(data: Path) -> Path:
@@ -112,6 +128,15 @@ def _state_of(doc: dict[str, Any]) -> RetentionState:
     return RetentionState(dropped_before=float(doc.get("dropped_before", 0.0)),
                           thinned=tuple((float(b), float(f)) for b, f in doc.get("thinned", ())),
                           bytes_freed=int(doc.get("bytes_freed", 0)))
+
+
+def _create_audio_arrays(group: zarr.Group) -> None:
+    group.create_array("audio", shape=(0, AUDIO_BLOCK), chunks=(1, AUDIO_BLOCK), dtype="int16",
+                       compressors=(ZstdCodec(level=3),), fill_value=0)
+    group.create_array("audio_times", shape=(0,), chunks=(_TIMES_CHUNK,), dtype="float64",
+                       compressors=(ZstdCodec(level=3),), fill_value=math.nan)
+    group.create_array("audio_lengths", shape=(0,), chunks=(_TIMES_CHUNK,), dtype="int32",
+                       compressors=(ZstdCodec(level=3),), fill_value=0)
 
 
 def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
@@ -325,6 +350,8 @@ class ZarrFrameStore(FrameStore):
         self._retention = _RetentionRecord(path, self._all_times, self._chunk_path)
         self._head: tuple[RetentionState, int, np.ndarray] | None = None  # frames kept before thinned_before
         self._chunk_key: Any = None
+        self._audio: tuple[zarr.Array, zarr.Array, zarr.Array] | None = None
+        self._audio_cache: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0, dtype=np.int64))
         self._attrs = self._read_attrs()
         if self._attrs.get("format") != FORMAT_VERSION:
             raise StoreError(f"{path} is not a Lucy frame store of format {FORMAT_VERSION}")
@@ -349,10 +376,12 @@ class ZarrFrameStore(FrameStore):
     @classmethod
     def create(
         cls, data: Path, name: str, *, source: str, source_id: str, live: bool,
-        width: int, height: int, stored_fps: float, codec: str, quality: int,
+        width: int, height: int, stored_fps: float, codec: str, quality: int, audio: bool = False,
     ) -> ZarrFrameStore:
         """Create a new stream. ``source_id`` is kept so that a resumed ingest can refuse another source: pass
-        :func:`lucy.ingest.source.stored_source_id`, never an identity in clear. ``source`` is stored redacted."""
+        :func:`lucy.ingest.source.stored_source_id`, never an identity in clear. ``source`` is stored redacted.
+        ``audio``: the source has sound (its arrays are made now); a source without pictures has width and
+        height 0 (its frames array is never written)."""
         path = frames_root(data) / check_stream_name(name)
         if path.exists():
             raise StoreError(f"stream {name!r} already exists in {data}")
@@ -361,15 +390,19 @@ class ZarrFrameStore(FrameStore):
         tmp = path.with_name(f".{name}.creating")
         shutil.rmtree(tmp, ignore_errors=True)
         group = zarr.open_group(tmp, mode="w", zarr_format=3)
-        group.create_array("frames", shape=(0, height, width, 3), chunks=(1, height, width, 3), dtype="uint8",
+        h, w = max(1, height), max(1, width)  # zarr wants chunks of some size, even for a stream without pictures
+        group.create_array("frames", shape=(0, h, w, 3), chunks=(1, h, w, 3), dtype="uint8",
                            serializer=serializer, compressors=compressors, fill_value=0)
         group.create_array("times", shape=(0,), chunks=(_TIMES_CHUNK,), dtype="float64",
                            compressors=(ZstdCodec(level=3),), fill_value=math.nan)
+        if audio:
+            _create_audio_arrays(group)
         group.update_attributes({
             "format": FORMAT_VERSION, "source": redact_url(source), "source_id": source_id, "live": live,
             "stored_fps": stored_fps, "width": width, "height": height, "codec": codec,
             "committed": 0, "first_time": None, "last_time": None, "wall_start": None,
             "complete": False, "lost": None, "gaps": [], "created": time.time(),
+            **({"audio_rate": AUDIO_RATE, "audio_blocks": 0, "audio_until": 0.0, "audio_samples": 0} if audio else {}),
         })
         tmp.rename(path)  # the stream appears whole, or not at all
         return cls(path, writable=True)
@@ -419,7 +452,8 @@ class ZarrFrameStore(FrameStore):
             first_time=a["first_time"], last_time=a["last_time"], stored_fps=a["stored_fps"],
             width=a["width"], height=a["height"], codec=a["codec"], wall_start=a["wall_start"],
             complete=a["complete"], lost=a["lost"], gaps=[Gap(**g) for g in a["gaps"]],
-            expired_before=state.dropped_before, thinned_before=state.thinned_before, created=a.get("created"))
+            expired_before=state.dropped_before, thinned_before=state.thinned_before, created=a.get("created"),
+            audio=a.get("audio_rate") is not None, audio_until=float(a.get("audio_until", 0.0)))
 
     def holds_source(self, source: str) -> bool:
         return source_matches(self._attrs["source_id"], source)
@@ -520,6 +554,121 @@ class ZarrFrameStore(FrameStore):
         h, w = self._attrs["height"], self._attrs["width"]
         return Clip(np.empty((0, h, w, 3), dtype=np.uint8), np.empty(0))
 
+    # ----------------------------------------------------------------------------------- audio
+
+    def has_audio(self) -> bool:
+        if not self._writable:
+            self._attrs = self._read_attrs()
+        return self._attrs.get("audio_rate") is not None
+
+    def audio_until(self) -> float:
+        if not self._writable:
+            self._attrs = self._read_attrs()
+        return float(self._attrs.get("audio_until", 0.0))
+
+    def _audio_arrays(self, needed: int) -> tuple[zarr.Array, zarr.Array, zarr.Array]:
+        """The audio arrays, re-opened when their shape (which grows ahead of the data) is too small."""
+        if self._audio is None or self._audio[0].shape[0] < needed:
+            mode = "r+" if self._writable else "r"
+            self._audio = tuple(zarr.open_array(self.path / name, mode=mode)  # type: ignore[assignment]
+                                for name in ("audio", "audio_times", "audio_lengths"))
+        assert self._audio is not None
+        return self._audio
+
+    def _audio_index(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start times and lengths of the first ``n`` committed blocks. All but the last are cached (only the
+        last block grows)."""
+        with self._lock:
+            times, lengths = self._audio_cache
+            have = min(len(times), n - 1) if n else 0
+            if have < n:
+                _, times_arr, lengths_arr = self._audio_arrays(n)
+                times = np.concatenate([times[:have], times_arr[have:n]])
+                lengths = np.concatenate([lengths[:have], lengths_arr[have:n]]).astype(np.int64)
+                self._audio_cache = (times[:n - 1], lengths[:n - 1])
+            return times[:n], lengths[:n]
+
+    def append_audio(self, samples: np.ndarray, start: float) -> float:
+        self._check_writable()
+        samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+        if self._attrs.get("audio_rate") is None:
+            _create_audio_arrays(zarr.open_group(self.path, mode="r+", zarr_format=3))
+            self._write_attrs(audio_rate=AUDIO_RATE, audio_blocks=0, audio_until=0.0, audio_samples=0)
+        if not len(samples):
+            return self.audio_until()
+        n, until = int(self._attrs["audio_blocks"]), float(self._attrs["audio_until"])
+        if n and start < until - _AUDIO_JOIN:
+            raise ValueError(f"audio at {start:.4f} s starts before the stored audio's end ({until:.4f} s)")
+        pcm = np.round(np.clip(samples, -1.0, 1.0) * _INT16).astype(np.int16)
+        blocks: list[tuple[int, float, np.ndarray]] = []  # (index, start time, samples)
+        used = 0
+        if n:
+            times, lengths = self._audio_index(n)
+            last_len = int(lengths[-1])
+            if abs(start - until) <= _AUDIO_JOIN and last_len < AUDIO_BLOCK:  # continue the last block
+                audio_arr, _, _ = self._audio_arrays(n)
+                used = min(AUDIO_BLOCK - last_len, len(pcm))
+                block = np.concatenate([np.asarray(audio_arr[n - 1, :last_len]), pcm[:used]])
+                blocks.append((n - 1, float(times[-1]), block))
+            if abs(start - until) <= _AUDIO_JOIN:
+                start = until  # contiguous: keep the sample grid of the stored audio
+        index = n
+        for offset in range(used, len(pcm), AUDIO_BLOCK):
+            blocks.append((index, start + offset / AUDIO_RATE, pcm[offset:offset + AUDIO_BLOCK]))
+            index += 1
+        total = index
+        audio_arr, times_arr, lengths_arr = self._audio_arrays(total)
+        if audio_arr.shape[0] < total:
+            capacity = (total + _GROW_AUDIO - 1) // _GROW_AUDIO * _GROW_AUDIO
+            audio_arr.resize((capacity, AUDIO_BLOCK))
+            times_arr.resize((capacity,))
+            lengths_arr.resize((capacity,))
+        first = blocks[0][0]
+        rows = np.zeros((len(blocks), AUDIO_BLOCK), dtype=np.int16)
+        for row, (_, _, block) in zip(rows, blocks, strict=True):
+            row[:len(block)] = block
+        audio_arr[first:total] = rows
+        times_arr[first:total] = np.array([b[1] for b in blocks], dtype=np.float64)
+        lengths_arr[first:total] = np.array([len(b[2]) for b in blocks], dtype=np.int32)
+        last_start, last_block = blocks[-1][1], blocks[-1][2]
+        until = last_start + len(last_block) / AUDIO_RATE
+        self._write_attrs(audio_blocks=total, audio_until=until,
+                          audio_samples=int(self._attrs.get("audio_samples", 0)) + len(pcm))
+        return until
+
+    def audio_seconds(self) -> float:
+        if not self._writable:
+            self._attrs = self._read_attrs()
+        return int(self._attrs.get("audio_samples", 0)) / AUDIO_RATE
+
+    def read_audio(self, start: float, end: float) -> AudioClip:
+        a = self._read_attrs() if not self._writable else self._attrs  # first: nothing past what it commits
+        n, until = int(a.get("audio_blocks", 0)), float(a.get("audio_until", 0.0))
+        end = min(end, until)
+        if not n or end <= start:
+            return AudioClip.empty(start)
+        times, lengths = self._audio_index(n)
+        ends = times + lengths / AUDIO_RATE
+        lo = int(np.searchsorted(ends, start, side="right"))
+        hi = int(np.searchsorted(times, end, side="left"))
+        if lo >= hi:
+            return AudioClip.empty(start)
+        # The clip starts on the sample grid of its first block: at the first sample at or after ``start``.
+        t_lo = float(times[lo])
+        skip = max(0, math.ceil((start - t_lo) * AUDIO_RATE - 1e-6))
+        clip_start = t_lo + skip / AUDIO_RATE
+        count = max(0, round((end - clip_start) * AUDIO_RATE))
+        out = np.zeros(count, dtype=np.float32)
+        with self._lock:
+            audio_arr, _, _ = self._audio_arrays(n)
+        rows = np.asarray(audio_arr[lo:hi])
+        for row, t, length in zip(rows, times[lo:hi], lengths[lo:hi], strict=True):
+            at = round((float(t) - clip_start) * AUDIO_RATE)  # where the block's first sample goes
+            a0, a1 = max(0, -at), min(int(length), count - at)
+            if a1 > a0:
+                out[at + a0:at + a1] = row[a0:a1] / 32768.0
+        return AudioClip(out, AUDIO_RATE, clip_start)
+
     # ----------------------------------------------------------------------------------- retention
 
     def retention_state(self) -> RetentionState:
@@ -579,10 +728,10 @@ class ZarrFrameStores(FrameStores):
         return ZarrFrameStore.open_writer(self.data, name)
 
     def create(self, name: str, *, source: str, live: bool, width: int, height: int, stored_fps: float,
-               codec: str, quality: int) -> ZarrFrameStore:
+               codec: str, quality: int, audio: bool = False) -> ZarrFrameStore:
         return ZarrFrameStore.create(self.data, name, source=source_identity(source)[0],
                                      source_id=stored_source_id(source), live=live, width=width, height=height,
-                                     stored_fps=stored_fps, codec=codec, quality=quality)
+                                     stored_fps=stored_fps, codec=codec, quality=quality, audio=audio)
 
     def delete(self, name: str) -> bool:
         """Move the stream's group aside at once (readers see it gone, a new stream of that name can be

@@ -17,6 +17,10 @@ retries it with exponential backoff; while the captioner is failing, one span at
 answers again the backlog drains from the frame store at full concurrency. On start, closed spans already in
 the frame store but not in memory are captioned (resume after a crash or an outage); the memory store keeps
 one ingest node per span, so a span is never held twice.
+
+Given a :class:`Transcriber`, the builder also transcribes the same closed spans' audio into memory, with a
+sibling on its loop that has its own queue and retry rules (:mod:`lucy.memory.speech`); a stream without audio is
+left exactly as before.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from lucy.ingest.source import redact_url
 from lucy.ingest.zarr_store import open_frames
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
+from lucy.memory.speech import SpeechJob, SpeechWorker
 from lucy.memory.store import MemoryStore
+from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import CaptionProgress
 
 log = logging.getLogger(__name__)
@@ -124,7 +130,8 @@ class CoarseBuilder:
 
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
-                 poll_seconds: float = 2.0, frames: FrameStores | None = None) -> None:
+                 poll_seconds: float = 2.0, frames: FrameStores | None = None,
+                 transcriber: Transcriber | None = None) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
         self.frame_stores = frames if frames is not None else open_frames(settings)
@@ -138,6 +145,9 @@ class CoarseBuilder:
         self.workers = max_in_flight or settings.captioner.max_in_flight
         self.poll_seconds = poll_seconds
         self.stats = BuilderStats(self.stream)
+        # The builder owns the transcriber too (closed with the captioner); None: audio is not transcribed.
+        self.speech = None if transcriber is None else SpeechWorker(
+            settings, self.stream, memory, transcriber, self.span_seconds)
         self.error: BaseException | None = None
         self._frames: FrameStore | None = None
         self._thread: threading.Thread | None = None
@@ -207,7 +217,8 @@ class CoarseBuilder:
     @property
     def caught_up(self) -> bool:
         """Every closed span the builder knows of is captioned, and it has looked at the latest commit."""
-        return self._up_to_date and self.stats.pending == 0 and self.stats.in_flight == 0
+        return self._up_to_date and self.stats.pending == 0 and self.stats.in_flight == 0 and \
+            (self.speech is None or self.speech.caught_up)
 
     def drain(self, give_up_seconds: float | None = None, *, timeout: float | None = None,
               progress: Callable[[BuilderStats], None] | None = None, interval: float = 0.1) -> bool:
@@ -225,6 +236,8 @@ class CoarseBuilder:
             if self.caught_up:
                 return True
             down = self.stats.down_since is not None and self.stats.down_seconds >= give_up
+            if self.speech is not None and self.speech.stats.down_since is not None:
+                down = down or self.speech.stats.down_seconds >= give_up
             if down and self._up_to_date:  # (so that the spans left are counted right)
                 return False
             if self._interrupted.is_set() or (deadline is not None and time.monotonic() >= deadline):
@@ -289,6 +302,9 @@ class CoarseBuilder:
             self._reads = asyncio.Semaphore(_CONCURRENT_READS)
             self._probe = asyncio.Lock()
             tasks += [asyncio.create_task(self._worker(queue), name=f"caption-{i}") for i in range(2 * self.workers)]
+            if self.speech is not None:
+                tasks += [asyncio.create_task(self.speech.run(lambda: self._frames), name=f"transcribe-{i}")
+                          for i in range(self.settings.transcriber.max_in_flight)]
             stopper = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
             for task in tasks:
@@ -304,6 +320,8 @@ class CoarseBuilder:
                 await self.captioner.aclose()
             except Exception as err:  # noqa: BLE001  (closing must not hide the builder's own outcome)
                 log.warning("closing captioner: %r", err)
+            if self.speech is not None:
+                await self.speech.aclose()
 
     def _load_done(self) -> None:
         for node in self.memory.nodes(self.stream, level=self.level.value, origin=INGEST_ORIGIN):
@@ -312,6 +330,8 @@ class CoarseBuilder:
                 self._done[k] = max(self._done.get(k, 0.0), node.end)
         self.stats.coarse_nodes = len(self._done)
         self._advance_captioned_until()
+        if self.speech is not None:
+            self.speech.load()
 
     def _frame_view(self) -> tuple[float, float, bool, float] | None:
         """(closed-until, media end, finished, last frame's time) of the stream's committed frames; None before
@@ -364,6 +384,10 @@ class CoarseBuilder:
                 self.stats.pending = len(self._pending)
                 self._backlog = collections.deque(job for job in todo if job.k not in self._enqueued)
                 self._fill(queue)
+                if self.speech is not None and self._frames is not None:
+                    spans = [SpeechJob(k, k * t, media_end if k >= full - int(stretch) and tail else (k + 1) * t)
+                             for k in range(full + int(partial))]
+                    await self.speech.update(self._frames, spans, finished, media_end)
             with self._lock:
                 self._seen = max(self._seen, requested)
 
@@ -426,6 +450,10 @@ class CoarseBuilder:
         memory = self.settings.memory
         delay = memory.retry_initial_seconds
         probing = False
+        transcript = None
+        if self.speech is not None and self.captioner.hears:  # what was said goes with the frames
+            transcript = await self.speech.transcript_of(job.k, job.start, job.end,
+                                                         self.settings.transcriber.caption_waits_seconds)
         try:
             while True:
                 if self.stats.down_since is not None and not probing:
@@ -435,7 +463,7 @@ class CoarseBuilder:
                         self._probe.release()
                         probing = False
                 began = time.monotonic()
-                caption, error = await self._try_describe(clip)
+                caption, error = await self._try_describe(clip, transcript)
                 if caption is not None:
                     self.stats.describe_seconds += time.monotonic() - began
                     if self.stats.down_since is not None:
@@ -457,14 +485,15 @@ class CoarseBuilder:
             if probing:
                 self._probe.release()
 
-    async def _try_describe(self, clip: Clip) -> tuple[Caption | None, str]:
+    async def _try_describe(self, clip: Clip, transcript: str | None = None) -> tuple[Caption | None, str]:
         """One describe() call in a slot: (caption, "") or (None, why it failed)."""
         assert self._slots is not None
         async with self._slots:  # at most max_in_flight describe() calls at once
             self.stats.in_flight += 1
             try:
+                heard = {} if transcript is None else {"transcript": transcript}
                 caption = await asyncio.wait_for(
-                    self.captioner.describe(clip, self.instruction, level=self.level),
+                    self.captioner.describe(clip, self.instruction, level=self.level, **heard),
                     self.settings.memory.caption_timeout_seconds)
                 return caption, ""
             except (CaptionerError, TimeoutError) as err:

@@ -21,11 +21,13 @@ class MeteredCaptioner(Captioner):
         self.observer = observer
         self.name = inner.name
         self.model = inner.model
+        self.hears = inner.hears
 
-    async def describe(self, clip: Clip, instruction: str, *, level: Level) -> Caption:
+    async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
+        """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""
         began = time.monotonic()
         try:
-            caption = await self.inner.describe(clip, instruction, level=level)
+            caption = await self.inner.describe(clip, instruction, level=level, **heard)
         except CaptionerUnavailable:  # refused before any request was made: nothing to count
             raise
         except BaseException:  # failures, timeouts and cancellations all count as a failed request

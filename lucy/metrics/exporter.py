@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from lucy.metrics.progress import CaptionProgress
+from lucy.metrics.progress import CaptionProgress, SpeechProgress
 from lucy.metrics.stats import RetentionStats, StreamSample
 
 CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
@@ -73,6 +73,20 @@ class MetricsExporter:
         self.lag = Gauge("lucy_caption_lag_seconds", "Media time ingested but not yet captioned.", s, registry=r)
         self.captioned_until = Gauge("lucy_caption_captioned_until_seconds",
                                      "Media time covered by contiguous coarse captions.", s, registry=r)
+        # transcription (streams with sound), beside captioning
+        self.speech_spans = Counter("lucy_speech_spans_total", "Coarse spans whose sound was transcribed.", s,
+                                    registry=r)
+        self.speech_lines = Counter("lucy_speech_lines_total", "Transcript lines stored.", s, registry=r)
+        self.speech_failures = Counter("lucy_speech_failures_total", "Transcriptions that failed (each retried).",
+                                       s, registry=r)
+        self.speech_queue_depth = Gauge("lucy_speech_queue_depth_spans",
+                                        "Closed coarse spans with sound waiting for a transcript.", s, registry=r)
+        self.speech_lag = Gauge("lucy_speech_lag_seconds", "Media time of stored sound not yet transcribed.", s,
+                                registry=r)
+        self.speech_until = Gauge("lucy_speech_transcribed_until_seconds",
+                                  "Media time covered by contiguous transcripts.", s, registry=r)
+        self.speech_realtime = Gauge("lucy_speech_realtime_factor_ratio",
+                                     "Sound seconds transcribed per wall second spent transcribing.", s, registry=r)
         # questions
         self.questions = Counter("lucy_questions_total", "Questions answered.", s, registry=r)
         self.questions_confident = Counter("lucy_questions_confident_total", "Questions answered with confidence.",
@@ -149,6 +163,14 @@ class MetricsExporter:
                 self.queue_depth.labels(name).set(caption.pending)
                 self.lag.labels(name).set(caption.lag)
                 self.captioned_until.labels(name).set(caption.captioned_until)
+                speech = sample.progress.speech or SpeechProgress()
+                self._count(self.speech_spans, name, "speech_spans", speech.transcribed)
+                self._count(self.speech_lines, name, "speech_lines", speech.lines)
+                self._count(self.speech_failures, name, "speech_failures", speech.failures)
+                self.speech_queue_depth.labels(name).set(speech.pending)
+                self.speech_lag.labels(name).set(speech.lag)
+                self.speech_until.labels(name).set(speech.transcribed_until)
+                self.speech_realtime.labels(name).set(speech.realtime_factor)
 
                 self._count(self.questions, name, "questions", questions.answered)
                 self._count(self.questions_confident, name, "confident", questions.confident)

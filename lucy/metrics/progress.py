@@ -23,12 +23,14 @@ class IngestProgress:
     frames_stored: int = 0  # by this run
     committed: int = 0  # frames in the store, all runs
     media_start: float | None = None  # media time where this run began; None until its first commit
-    ingested_until: float = 0.0  # media time covered by committed frames
+    ingested_until: float = 0.0  # media time covered by committed frames (by sound, for a stream without pictures)
     decode_fps: float = 0.0
     realtime_factor: float = 0.0  # media seconds ingested per wall second by this run
     decode_errors: int = 0
     reconnects: int = 0
     gaps: int = 0
+    audio_seconds: float = 0.0  # sound stored by this run (0: the stream has none)
+    audio_until: float = 0.0  # media time up to which sound is committed, all runs
 
     @property
     def started(self) -> bool:
@@ -59,6 +61,24 @@ class CaptionProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeechProgress:
+    """Transcripts of a stream's audio (:mod:`lucy.memory.speech`), beside its captions. A stream without audio
+    shows ``has_audio`` False and zeros."""
+
+    has_audio: bool = False
+    transcribed: int = 0  # spans transcribed by this run
+    lines: int = 0  # transcript lines stored by this run
+    transcribed_until: float = 0.0  # media time covered by contiguous transcripts from 0
+    spans_per_second: float = 0.0  # over the last 30 s
+    realtime_factor: float = 0.0  # audio seconds transcribed per wall second spent transcribing
+    pending: int = 0  # closed spans with audio not transcribed yet
+    in_flight: int = 0
+    failures: int = 0  # failed transcribe() attempts of this run (each one retried)
+    last_error: str | None = None  # redacted
+    lag: float = 0.0  # media seconds of committed audio not transcribed yet
+
+
+@dataclass(frozen=True, slots=True)
 class StreamProgress:
     """A stream's progress at one moment: ingest, and coarse captioning (None: no captioner builds the stream's
     memory in this run)."""
@@ -66,3 +86,4 @@ class StreamProgress:
     live: bool | None = None  # None until the stream's first frames are stored
     ingest: IngestProgress = field(default_factory=IngestProgress)
     caption: CaptionProgress | None = None
+    speech: SpeechProgress | None = None  # None: no transcriber in this run

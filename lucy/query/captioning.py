@@ -12,6 +12,7 @@ from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.captioners.guard import CaptionerUnavailable
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryStore
+from lucy.memory.transcribers import format_transcript
 from lucy.query.memory_view import TIME_TOLERANCE, MemoryView
 
 
@@ -62,8 +63,11 @@ class SpanCaptioner:
             if len(clip) == 0:
                 expired = await asyncio.to_thread(self.frames.available_from)
                 return CaptionOutcome(None, expired_message(expired) if start < expired else None, False)
+            # What was said in the span goes with its frames to a captioner that takes it (openai).
+            said = format_transcript(self.view.heard_in(start, end)) if self.captioner.hears else ""
             try:
-                caption = await self.captioner.describe(clip, instruction, level=Level(level))
+                caption = await self.captioner.describe(clip, instruction, level=Level(level),
+                                                        **({"transcript": said} if said else {}))
             except CaptionerError as err:
                 self.down = f"captioner unavailable, answering from memory: {err}"
                 # A captioner the guard has marked unavailable was not called this time.

@@ -1,5 +1,9 @@
 """One question's view of a stream's memory: the items it may show the agents, laid on each level's time grid.
 
+What was said in the stream (the builder's speech nodes, :mod:`lucy.memory.speech`) is not an item of its own:
+each caption (or placeholder) of every depth carries the transcript lines heard within its span, so an agent reads
+what was said beside what was seen, and a question about speech finds the span the words were said in.
+
 Items are the stored nodes inside the question's horizon, placeholders for coarse spans nobody has captioned yet,
 and the nodes the question makes as it goes. Each has a ``ref``: the number prompts show and agents' replies cite.
 The view also holds the two sets Algorithm 1 keeps: the *current memory* (what the answering agent is shown in
@@ -17,10 +21,12 @@ from dataclasses import dataclass
 
 from lucy.config import Level, Preset, summary_depth
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
+from lucy.memory.transcribers import SPEECH_LEVEL, TranscriptLine, parse_transcript
 from lucy.query.reasoners.base import MemoryItem
 
 TIME_TOLERANCE = 1e-3  # seconds: media times closer than this are the same time
 PLACEHOLDER_TEXT = "(not captioned yet)"
+HEARD_PREFIX = "Speech heard"
 MEMORY_LEVELS = frozenset(level.value for level in Level)
 # The coarse builder's tolerance when it decides whether a frame lies past a span boundary (see coarse_grid).
 _BUILDER_TOLERANCE = 1e-6
@@ -86,10 +92,21 @@ class ViewItem:
     instruction: str = ""  # what the caption was made to look for ("" for a plain caption)
     node: MemoryNode | None = None  # None for a placeholder
     plain: bool = True  # a span's question-independent caption (not one made with a question's instruction)
+    heard: str = ""  # the transcript lines said within the span ("" when none)
+
+    @property
+    def shown_text(self) -> str:
+        """The caption, then what was heard in the span."""
+        return f"{self.text}\n{self.heard}" if self.heard else self.text
 
     def as_memory_item(self) -> MemoryItem:
         """The item as prompts show it to an agent."""
-        return MemoryItem(self.ref, self.level, self.start, self.end, self.text, self.instruction)
+        return MemoryItem(self.ref, self.level, self.start, self.end, self.shown_text, self.instruction)
+
+
+def heard_text(lines: Sequence[TranscriptLine]) -> str:
+    """Transcript lines as an item shows them (one per line, with their times)."""
+    return "\n".join(f'{HEARD_PREFIX} {line.start:.1f}-{line.end:.1f} s: "{line.text}"' for line in lines)
 
 
 class MemoryView:
@@ -108,6 +125,7 @@ class MemoryView:
         self.coarse_seconds = self.span_seconds(Level.COARSE.value)
         self.items: dict[int, ViewItem] = {}
         self.coarse_items: list[ViewItem | None] = [None] * len(grid)
+        self.speech: list[TranscriptLine] = []  # what was heard up to the horizon, in time order
         self.current: set[int] = set()  # refs of the current memory (Algorithm 1, from sparse initialisation on)
         self.searched: set[SpanKey] = set()  # spans a round has searched already
         self._refs_by_span: dict[SpanKey, list[int]] = {}
@@ -118,8 +136,13 @@ class MemoryView:
                  grid: list[tuple[float, float]], coarse_instruction: str) -> MemoryView:
         """The view of the stored ``nodes`` that lie inside the horizon."""
         view = cls(preset=preset, horizon=horizon, grid=grid, coarse_instruction=coarse_instruction)
+        nodes = list(nodes)
         for node in nodes:
-            if node.end <= horizon + TIME_TOLERANCE and node.end > node.start:
+            if node.level == SPEECH_LEVEL and node.end <= horizon + TIME_TOLERANCE:
+                view.speech.extend(parse_transcript(node.text))
+        view.speech.sort(key=lambda line: (line.start, line.end))
+        for node in nodes:
+            if node.level != SPEECH_LEVEL and node.end <= horizon + TIME_TOLERANCE and node.end > node.start:
                 view.add_node(node)
         view.coarse_items = [view._longest_plain_coarse(start, end) for start, end in grid]
         return view
@@ -139,7 +162,8 @@ class MemoryView:
     def add(self, level: str, start: float, end: float, text: str, *, instruction: str = "",
             node: MemoryNode | None = None, plain: bool = True) -> ViewItem:
         """Put a memory in view under the next ref."""
-        item = ViewItem(self._next_ref, level, start, end, text, instruction, node, plain)
+        heard = heard_text(self.heard_in(start, end)) if level in MEMORY_LEVELS else ""
+        item = ViewItem(self._next_ref, level, start, end, text, instruction, node, plain, heard)
         self._next_ref += 1
         self.items[item.ref] = item
         self._refs_by_span.setdefault(span_key(level, start, end), []).append(item.ref)
@@ -154,6 +178,10 @@ class MemoryView:
                         node=node, plain=plain)
 
     # --------------------------------------------------------------------------------------- looking up
+
+    def heard_in(self, start: float, end: float) -> list[TranscriptLine]:
+        """Transcript lines said (at least in part) within ``[start, end)``."""
+        return [line for line in self.speech if line.start < end - TIME_TOLERANCE and line.end > start + TIME_TOLERANCE]
 
     def span_seconds(self, level: str) -> float:
         """The span length of a memory level (its grid step)."""

@@ -28,7 +28,7 @@ class PromptPacker:
         depth and for memories made for a question's instructions (they are what backtracking found)."""
         if not items:
             return []
-        raw = BM25([item.text for item in items]).scores(self._query)
+        raw = BM25([item.shown_text for item in items]).scores(self._query)
         top = max(raw) or 1.0
         priority = []
         for item, score in zip(items, raw, strict=True):

@@ -52,6 +52,21 @@ class CaptionStatus(BaseModel):
     last_error: str | None
 
 
+class SpeechStatus(BaseModel):
+    """Transcription of the stream's sound, beside its captions."""
+
+    has_audio: bool
+    transcribed_until: float = Field(description="Media seconds covered by contiguous transcripts.")
+    lag_seconds: float = Field(description="Media seconds of stored sound not transcribed yet.")
+    lines: int
+    spans_per_second: float
+    realtime_factor: float = Field(description="Sound seconds transcribed per wall second spent transcribing.")
+    pending: int
+    in_flight: int
+    failures: int
+    last_error: str | None
+
+
 class QuestionCounts(BaseModel):
     answered: int
     confident: int
@@ -91,6 +106,7 @@ class StreamStatus(BaseModel):
                                          "run (killed by the OS, crashed in native code).")
     caption: CaptionStatus
     questions: QuestionCounts
+    speech: SpeechStatus | None = Field(None, description="None: no transcriber records the stream now.")
     purged: bool | None = None
 
 

@@ -44,6 +44,14 @@ def stream_status(name: str, source: str, progress: StreamProgress, questions: Q
                     "failures": caption.failures, "last_error": caption.last_error},
         "questions": {"answered": questions.answered, "confident": questions.confident,
                       "failed": questions.failures, "in_flight": questions.in_flight},
+        # transcription beside captioning (None: no transcriber records this stream now)
+        "speech": None if progress.speech is None else {
+            "has_audio": progress.speech.has_audio, "transcribed_until": round(progress.speech.transcribed_until, 3),
+            "lag_seconds": round(progress.speech.lag, 3), "lines": progress.speech.lines,
+            "spans_per_second": round(progress.speech.spans_per_second, 4),
+            "realtime_factor": round(progress.speech.realtime_factor, 2), "pending": progress.speech.pending,
+            "in_flight": progress.speech.in_flight, "failures": progress.speech.failures,
+            "last_error": progress.speech.last_error},
     }
 
 

@@ -159,11 +159,16 @@ def write_video(
     texture: bool = False,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
+    audio: np.ndarray | None = None,
+    audio_rate: int = 44_100,
+    audio_codec: str = "aac",
 ) -> Path:
     """Encode a synthetic video and return its path.
 
     ``vfr`` makes frame intervals vary from 0.3x to 3x; ``texture`` adds scene detail and sensor noise (for
-    benchmarks: flat synthetic frames compress unrealistically well).
+    benchmarks: flat synthetic frames compress unrealistically well). ``audio``: a mono float32 sound track at
+    ``audio_rate`` (e.g. :func:`lucy.synth.speech.speech_track`), muxed as ``audio_codec`` from media time 0 (a
+    track shorter than the video stops early, as a microphone that drops out would).
     """
     path = Path(path)
     painter = FramePainter(width, height, default_scenes(duration) if scenes is None else scenes, overlays, shapes,
@@ -179,8 +184,15 @@ def write_video(
         stream.options = {"preset": preset, **(codec_options or {})} if codec == "libx264" else dict(codec_options or {})
         if gop is not None:
             stream.codec_context.gop_size = gop
+        sound = None
+        if audio is not None:
+            from lucy.synth.speech import AudioEncoder
+
+            sound = AudioEncoder(container, audio, audio_rate, audio_codec)
         t, index = 0.0, 0
         while t < duration - 1e-9:
+            if sound is not None:
+                sound.until(t)
             frame = av.VideoFrame.from_ndarray(painter(t), format="rgb24")
             frame.pts = round(t / time_base)
             frame.time_base = time_base
@@ -193,6 +205,8 @@ def write_video(
                 progress(t)
         for packet in stream.encode():
             container.mux(packet)
+        if sound is not None:
+            sound.close()
     return path
 
 

@@ -72,6 +72,8 @@ class RtspServer:
     password: str | None = None
     file: Path | None = None
     fps: int = 15
+    audio: str | None = None  # a sound track: "tone", a WAV file's path, or "file" (the --file's own AAC track)
+    audio_codec: str = "aac"  # how generated sound is sent: aac, opus or pcmu
     proc: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)  # everything the server printed, for failure messages
 
@@ -90,6 +92,8 @@ class RtspServer:
             cmd += ["--user", self.user, "--password", str(self.password)]
         if self.file is not None:
             cmd += ["--file", str(self.file)]
+        if self.audio is not None:
+            cmd += ["--audio", str(self.audio), "--audio-codec", self.audio_codec]
         deadline = time.monotonic() + timeout
         while True:  # the port may still be held for a moment by the previous server of this port
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -21,6 +21,9 @@ class Captioner(ABC):
 
     name: str  # backend name, e.g. "pixels", "openai"
     model: str  # model name recorded on the nodes it makes
+    # True for a backend whose describe() also takes ``transcript=`` (what was said in the clip's span, as
+    # :func:`lucy.memory.transcribers.format_transcript` lines), given to the model as context (openai).
+    hears: bool = False
 
     @abstractmethod
     async def describe(self, clip: Clip, instruction: str, *, level: Level) -> Caption:

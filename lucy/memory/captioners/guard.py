@@ -35,6 +35,7 @@ class GuardedCaptioner(Captioner):
         self.inner = inner
         self.name = inner.name
         self.model = inner.model
+        self.hears = inner.hears
         self.deadline_seconds = deadline_seconds
         self.failures_to_open = failures_to_open
         self.open_seconds = open_seconds
@@ -58,7 +59,8 @@ class GuardedCaptioner(Captioner):
                 f"captioner {self.name} unavailable ({self._failures} failures in a row; last: {self._last_error}); "
                 f"next try in {wait:.0f} s")
 
-    async def describe(self, clip: Clip, instruction: str, *, level: Level) -> Caption:
+    async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
+        """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""
         self._refuse_if_open()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._max_in_flight)
@@ -70,7 +72,7 @@ class GuardedCaptioner(Captioner):
                 if not probe:
                     self._refuse_if_open()  # it may have opened while this call waited for a slot
                 try:
-                    caption = await asyncio.wait_for(self.inner.describe(clip, instruction, level=level),
+                    caption = await asyncio.wait_for(self.inner.describe(clip, instruction, level=level, **heard),
                                                      self.deadline_seconds)
                 except TimeoutError:
                     self._failed(f"no caption within {self.deadline_seconds:g} s")

@@ -1,17 +1,15 @@
 """The embedded CPU captioner: real text derived from pixels, so Lucy runs end to end without any model.
 
-For each clip it reports, with media times: scenes (split at cuts) with their dominant colour names and
-brightness, on-screen text read by Tesseract OCR (quoted: it is data, not instructions), solid-coloured
-objects counted per colour, and the amount and place of motion. Output is deterministic: the same frames
-and instruction always give the same text.
+For each clip it reports, with media times: scenes (cuts found on every frame of the clip, see
+:mod:`lucy.perception.scenes`) with their dominant colour names and brightness, on-screen text read by OCR
+(quoted: it is data, not instructions), people (:mod:`lucy.perception.people`) and moving things tracked across
+the frames (:mod:`lucy.perception.motion`), solid-coloured objects counted per colour, and the amount and place of
+motion. Output is deterministic: the same frames and instruction always give the same text.
 
-Like a real vision-language model it sees less at coarse depth: a coarse caption looks at
-``coarse_max_frames`` frames shrunk by ``coarse_scale``, so small text and small objects escape it, while
-fine and ultra-fine captions look at up to ``fine_max_frames`` frames at the full stored size.
-
-OCR binding: ``tesserocr`` (Tesseract in-process, releasing the GIL) over ``pytesseract`` (one ``tesseract``
-process per call). Measured on a 640x360 frame: tesserocr 14-80 ms, pytesseract about 250 ms, almost all
-of it process start-up, so tesserocr is 3-15x faster here and lets several threads read at once.
+Like a real vision-language model it sees less at coarse depth: a coarse caption analyses in full only one
+keyframe per scene plus ``coarse_max_frames`` frames spread over the span, shrunk by ``coarse_scale``, so small
+text and small objects escape it, while fine and ultra-fine captions analyse up to ``fine_max_frames`` frames
+(plus scene keyframes) at the full stored size. Every scene, however short, reaches the caption with its times.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import difflib
 import hashlib
 import itertools
 import os
-import queue
 import re
 import threading
 import time
@@ -30,31 +27,26 @@ import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from lucy.config import Level
 from lucy.config.settings import PixelsCaptionerSettings
-from lucy.errors import LucyError
 from lucy.ingest.frames import Clip
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.captioners.openai import check_clip, pick_evenly
 from lucy.memory.nodes import Caption
+from lucy.perception import motion, scenes
+from lucy.perception.ocr import OcrEngine, TextLine, open_ocr
+from lucy.perception.people import Box, PeopleDetector
 
 MODEL_NAME = "lucy-pixels-1"
 
-_OCR_UPSCALE_BELOW = 960  # frames narrower than this are enlarged 2x for OCR: Tesseract wants >= ~20 px text
+_OCR_UPSCALE_BELOW = 960  # frames narrower than this are enlarged 2x for Tesseract, which wants >= ~20 px text
 _GRID_STEP = 4  # colour, object and motion analysis run on every 4th pixel of the frame the level sees
-_CUT_DISTANCE = 0.45  # colour-histogram distance (0..1) above which two sampled frames are different scenes
 _MOTION_DELTA = 30  # grey levels a pixel must change by to count as moving
 _CACHE_FRAMES = 512  # analysed frames kept: a span captioned again (with a question's instruction) is instant
-_SYSTEM_TESSDATA = (
-    "/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata", "/usr/share/tessdata",
-    "/usr/local/share/tessdata", "/usr/local/share/tesseract-ocr/tessdata", "/opt/homebrew/share/tessdata",
-)
 
 # Keywords that say what an instruction cares about (it may name several).
 _TOPICS: dict[str, tuple[str, ...]] = {
@@ -65,6 +57,7 @@ _TOPICS: dict[str, tuple[str, ...]] = {
     "objects": ("count", "how many", "number of", "object", "square", "shape", "block", "item"),
     "motion": ("motion", "move", "moving", "movement", "still", "static", "speed", "direction"),
     "scenes": ("scene", "cut", "change", "switch", "transition", "shot"),
+    "people": ("person", "people", "pedestrian", "crowd", "walk", "someone", "human", "passer"),
 }
 
 
@@ -98,14 +91,6 @@ _HUES = (("orange", 15, 45), ("yellow", 45, 70), ("green", 70, 165), ("teal", 16
          ("purple", 260, 300), ("pink", 300, 345))
 COLOURS = ("black", "gray", "white", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink")
 _INDEX = {name: i for i, name in enumerate(COLOURS)}
-
-
-def _colour_hist(rgb: np.ndarray) -> np.ndarray:
-    """A 4x4x4 RGB histogram, normalised to sum 1 (for scene-cut detection)."""
-    q = (rgb >> 6).astype(np.int32)
-    codes = q[..., 0] * 16 + q[..., 1] * 4 + q[..., 2]
-    hist = np.bincount(codes.ravel(), minlength=64).astype(np.float64)
-    return hist / max(1.0, hist.sum())
 
 
 # -------------------------------------------------------------------------------------------- objects
@@ -158,108 +143,6 @@ def count_objects(classes: np.ndarray, background: int, min_cells: int) -> list[
 
 # ------------------------------------------------------------------------------------------------ OCR
 
-def find_tessdata(explicit: str, languages: str) -> str:
-    """The folder holding ``<lang>.traineddata`` for every language of ``languages`` ("eng+deu")."""
-    wanted = languages.split("+")
-    prefix = os.environ.get("TESSDATA_PREFIX", "")
-    candidates = [explicit] if explicit else [prefix, str(Path(prefix) / "tessdata"), *_SYSTEM_TESSDATA]
-    for folder in candidates:
-        if folder and all((Path(folder) / f"{lang}.traineddata").is_file() for lang in wanted):
-            return folder
-    where = explicit or "TESSDATA_PREFIX and " + ", ".join(_SYSTEM_TESSDATA)
-    raise LucyError(f"Tesseract language data for {languages!r} not found in {where}; install it "
-                    "(Debian: apt-get install tesseract-ocr tesseract-ocr-eng), set captioner.pixels.tessdata_dir, "
-                    "or turn OCR off with captioner.pixels.ocr = false")
-
-
-@dataclass(frozen=True, slots=True)
-class TextLine:
-    text: str
-    confidence: float
-    x: float  # centre of the line, as a fraction of the frame width / height
-    y: float
-
-
-class OcrEngines:
-    """A small pool of Tesseract engines; each is used by one thread at a time (Tesseract is not re-entrant)."""
-
-    def __init__(self, tessdata: str, languages: str, size: int) -> None:
-        try:
-            import tesserocr
-        except ImportError as err:  # pragma: no cover - depends on the installation
-            raise LucyError("the pixels captioner reads on-screen text with tesserocr, which is not installed: "
-                            "`pip install tesserocr` (a dependency of lucy) plus Debian's tesseract-ocr and "
-                            "tesseract-ocr-eng; or set captioner.pixels.ocr = false") from err
-        self._tesserocr = tesserocr
-        self.tessdata, self.languages, self.size = tessdata, languages, size
-        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._made = 0
-        self._lock = threading.Lock()
-        self.version = tesserocr.tesseract_version().split()[1] if tesserocr.tesseract_version() else "?"
-        # Engines are made at first use (loading one takes ~0.1 s): a question answered from memory alone never
-        # pays for it. Missing language data was already refused by find_tessdata.
-
-    def _new(self) -> Any:
-        t = self._tesserocr
-        try:
-            # LSTM only: no adaptive state carried from one picture to the next, so results do not depend on
-            # which engine (thread) read which frame before.
-            api = t.PyTessBaseAPI(path=self.tessdata, lang=self.languages, psm=t.PSM.AUTO, oem=t.OEM.LSTM_ONLY)
-        except RuntimeError as err:
-            raise LucyError(f"Tesseract could not load {self.languages!r} from {self.tessdata}: {err}") from err
-        with self._lock:
-            self._made += 1
-        return api
-
-    def read(self, gray: Image.Image) -> list[TextLine]:
-        """Text lines of a grayscale picture, with confidences and centres."""
-        try:
-            api = self._idle.get_nowait()
-        except queue.Empty:
-            with self._lock:
-                spare = self._made < self.size
-            api = self._new() if spare else self._idle.get()
-        try:
-            return self._read(api, gray)
-        finally:
-            self._idle.put(api)
-
-    def _read(self, api: Any, gray: Image.Image) -> list[TextLine]:
-        t = self._tesserocr
-        api.SetImage(gray)
-        api.Recognize()
-        lines: list[TextLine] = []
-        iterator = api.GetIterator()
-        level = t.RIL.TEXTLINE
-        if iterator is None:
-            return lines
-        for item in t.iterate_level(iterator, level):
-            try:
-                text = item.GetUTF8Text(level)
-            except RuntimeError:  # tesserocr's way of saying "this line is empty"
-                continue
-            box = item.BoundingBox(level)
-            if not text or box is None:
-                continue
-            x0, y0, x1, y1 = box
-            lines.append(TextLine(" ".join(text.split()), float(item.Confidence(level)),
-                                  (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height))
-        api.Clear()
-        return lines
-
-    def close(self) -> None:
-        """Free the idle engines. One still reading is returned to the pool afterwards and stays usable, and
-        later reads make new engines as needed, so closing never pulls an engine from under a thread."""
-        while True:
-            try:
-                api = self._idle.get_nowait()
-            except queue.Empty:
-                return
-            api.End()
-            with self._lock:
-                self._made -= 1
-
-
 def _plausible(text: str) -> bool:
     """Tesseract reads noise as punctuation soup; keep lines that look like writing."""
     visible = [c for c in text if not c.isspace()]
@@ -288,10 +171,10 @@ class FrameFacts:
     time: float
     colours: np.ndarray  # share of each COLOURS entry
     brightness: float  # mean luma 0..255
-    hist: np.ndarray
     gray_grid: np.ndarray  # uint8 luma on the analysis grid (motion)
     objects: list[tuple[str, str]]
     text: list[TextLine] = field(default_factory=list)
+    people: list[Box] = field(default_factory=list)
 
 
 @dataclass
@@ -333,11 +216,12 @@ class PixelsCaptioner(Captioner):
     def __init__(self, settings: PixelsCaptionerSettings, *, max_in_flight: int = 2) -> None:
         self.settings = settings
         self.workers = max(1, min(max_in_flight, os.cpu_count() or 1))
-        self.engines: OcrEngines | None = None
+        self.engines: OcrEngine | None = None
         if settings.ocr:
-            tessdata = find_tessdata(settings.tessdata_dir, settings.ocr_language)
-            self.engines = OcrEngines(tessdata, settings.ocr_language, self.workers)
-        self.model = MODEL_NAME + ("" if self.engines is None else f" (tesseract {self.engines.version})")
+            self.engines = open_ocr(settings.ocr_engine, languages=settings.ocr_language,
+                                    tessdata_dir=settings.tessdata_dir, threads=self.workers)
+        self.people = PeopleDetector(settings.people_min_score) if settings.people else None
+        self.model = MODEL_NAME + ("" if self.engines is None else f" ({self.engines.name} {self.engines.version})")
         # Semaphores belong to one event loop; the captioner may serve several (asyncio.run per command...).
         self._frame_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
             weakref.WeakKeyDictionary()
@@ -359,7 +243,10 @@ class PixelsCaptioner(Captioner):
         level = Level(level)
         coarse = level is Level.COARSE
         s = self.settings
-        picked = pick_evenly(len(clip), s.coarse_max_frames if coarse else s.fine_max_frames)
+        # Every frame of the clip is looked at cheaply (cuts, moving things); keyframes are analysed in full.
+        survey = await asyncio.to_thread(_survey, clip)
+        picked = _pick(len(clip), survey.scenes, s.coarse_max_frames if coarse else s.fine_max_frames,
+                       s.max_keyframes)
         scale = s.coarse_scale if coarse else 1.0
 
         loop = asyncio.get_running_loop()
@@ -369,12 +256,15 @@ class PixelsCaptioner(Captioner):
             async with slots:  # never more OCR threads than engines
                 return await asyncio.to_thread(self._analyse, clip.frames[i], float(clip.times[i]), scale)
 
-        facts = await asyncio.gather(*(one(int(i)) for i in picked))
+        facts = await asyncio.gather(*(one(i) for i in picked))
         height, width = _scaled(clip.frames.shape[1:3], scale)
-        text = await asyncio.to_thread(self._compose, facts, instruction, level, (width, height))
+        text = await asyncio.to_thread(self._compose, facts, picked, survey, clip.times, instruction, level,
+                                       (width, height))
         lines = sum(len(f.text) for f in facts)
         return Caption(text=text, model=self.model, latency_seconds=time.monotonic() - began, frames=len(facts),
-                       extra={"level": level.value, "frame_size": [width, height], "ocr_lines": lines})
+                       extra={"level": level.value, "frame_size": [width, height], "ocr_lines": lines,
+                              "scenes": len(survey.scenes), "frames_surveyed": len(clip),
+                              "people": max((len(f.people) for f in facts), default=0)})
 
     # ---------------------------------------------------------------------------------- per frame (thread)
 
@@ -408,11 +298,13 @@ class PixelsCaptioner(Captioner):
         luma = grid.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
         background = int(np.argmax(shares))
         min_cells = max(6, classes.size // 1000)
-        facts = FrameFacts(time=t, colours=shares, brightness=float(luma.mean()), hist=_colour_hist(grid),
+        facts = FrameFacts(time=t, colours=shares, brightness=float(luma.mean()),
                            gray_grid=np.round(luma).astype(np.uint8),
                            objects=count_objects(classes, background, min_cells))
         if self.engines is not None:
             facts.text = self._read_text(image, rgb, grid, luma)
+        if self.people is not None:
+            facts.people = self.people.detect(rgb)
         elapsed = time.perf_counter() - started
         with self._cache_lock:
             self.frames_analysed += 1
@@ -420,7 +312,8 @@ class PixelsCaptioner(Captioner):
         return facts
 
     def _read_text(self, image: Image.Image, rgb: np.ndarray, grid: np.ndarray, luma: np.ndarray) -> list[TextLine]:
-        """OCR in up to two passes: luma, then the darkest channel where colour makes the two differ.
+        """OCR: RapidOCR reads the RGB picture once; Tesseract gets up to two passes: luma, then the darkest
+        channel where colour makes the two differ.
 
         Tesseract binarises with one global threshold: light text straight on a mid-bright colour (white on
         green) vanishes in luma, but stands out in the darkest channel. On grey frames the passes would be
@@ -428,12 +321,16 @@ class PixelsCaptioner(Captioner):
         """
         assert self.engines is not None
         pictures = [image.convert("L")]
-        if float(np.abs(grid.min(axis=2) - luma).mean()) >= 8.0:
+        if self.engines.wants_colour:  # PP-OCR sees colour contrast itself: one pass on the RGB picture
+            pictures = [image]
+        elif float(np.abs(grid.min(axis=2) - luma).mean()) >= 8.0:
             pictures.append(Image.fromarray(np.ascontiguousarray(rgb.min(axis=2))))
         floor = self.settings.ocr_min_confidence
+        if floor is None:
+            floor = self.engines.min_confidence
         found: list[TextLine] = []
         for picture in pictures:
-            if picture.width < _OCR_UPSCALE_BELOW:
+            if picture.width < _OCR_UPSCALE_BELOW and self.engines.name == "tesseract":
                 picture = picture.resize((picture.width * 2, picture.height * 2), Image.Resampling.BICUBIC)
             for line in self.engines.read(picture):
                 if line.confidence < floor or not _plausible(line.text):
@@ -447,53 +344,72 @@ class PixelsCaptioner(Captioner):
 
     # -------------------------------------------------------------------------------- caption (thread)
 
-    def _compose(self, facts: list[FrameFacts], instruction: str, level: Level, size: tuple[int, int]) -> str:
+    def _compose(self, facts: list[FrameFacts], picked: list[int], survey: _Survey, times: np.ndarray,
+                 instruction: str, level: Level, size: tuple[int, int]) -> str:
         topics = _topics(instruction)
         focused = topics if 0 < len(topics) < 3 else set()  # a broad instruction gets the full caption
-        first, last = facts[0].time, facts[-1].time
+        first, last = float(times[0]), float(times[-1])
         head = (f"Clip {_span(first, last)} ({level.value.replace('_', '-')} look: {len(facts)} frame"
-                f"{'s' if len(facts) != 1 else ''} at {size[0]}x{size[1]}).")
+                f"{'s' if len(facts) != 1 else ''} at {size[0]}x{size[1]}, cuts checked on all {len(times)}).")
         if focused:
             head += " Focus: " + ", ".join(sorted(focused)) + " (as the instruction asks)."
+        scene_of = {i: k for k, sc in enumerate(survey.scenes) for i in range(sc.first, sc.last + 1)}
+        groups = [[f for f, i in zip(facts, picked, strict=True) if scene_of[i] == k]
+                  for k in range(len(survey.scenes))]
         sections = {
-            "scenes": self._scenes(facts, detailed="colour" in focused or "scenes" in focused),
+            "scenes": self._scenes(groups, survey.scenes, times, detailed="colour" in focused or "scenes" in focused),
             "text": self._text(facts, instruction, detailed="text" in focused),
+            "people": self._people(groups) if self.people is not None else "",
+            "moving": _moving(survey, facts),
             "objects": self._objects(facts, detailed="objects" in focused),
-            "motion": self._motion(facts),
+            "motion": self._motion([g for g in groups if g]),
         }
-        order = ["scenes", "text", "objects", "motion"]
+        order = ["scenes", "text", "people", "moving", "objects", "motion"]
         if focused:
-            rank = {"colour": "scenes", "scenes": "scenes", "text": "text", "objects": "objects", "motion": "motion"}
-            first_ones = [rank[t] for t in ("text", "objects", "colour", "scenes", "motion") if t in focused]
+            rank = {"colour": "scenes", "scenes": "scenes", "text": "text", "objects": "objects", "motion": "motion",
+                    "people": "people"}
+            first_ones = [rank[t] for t in ("text", "people", "objects", "colour", "scenes", "motion") if t in focused]
             order = list(dict.fromkeys(first_ones + order))
         return "\n".join([head, *(sections[name] for name in order if sections[name])])
 
-    def _segments(self, facts: list[FrameFacts]) -> list[list[FrameFacts]]:
-        segments = [[facts[0]]]
-        for before, after in itertools.pairwise(facts):
-            if 0.5 * np.abs(before.hist - after.hist).sum() > _CUT_DISTANCE:
-                segments.append([after])
-            else:
-                segments[-1].append(after)
-        return segments
-
-    def _scenes(self, facts: list[FrameFacts], *, detailed: bool) -> str:
+    def _scenes(self, groups: list[list[FrameFacts]], spans: list[scenes.SceneSpan], times: np.ndarray, *,
+                detailed: bool) -> str:
         lines = ["Scenes:"]
         floor = 0.03 if detailed else 0.08
-        segments = self._segments(facts)
-        for k, segment in enumerate(segments):
+        for k, (segment, span) in enumerate(zip(groups, spans, strict=True)):
+            start, end = float(times[span.first]), float(times[span.last])
             if k:
-                before, after = segments[k - 1][-1].time, segment[0].time
-                cut = f"at about {after:.1f} s" if after - before <= 1.5 else f"between {before:.1f} and {after:.1f} s"
+                before = float(times[spans[k - 1].last])
+                cut = f"at about {start:.1f} s" if start - before <= 1.5 else f"between {before:.1f} and {start:.1f} s"
                 lines.append(f"- scene change {cut}")
             shares = np.mean([f.colours for f in segment], axis=0)
             ranked = [i for i in np.argsort(-shares, kind="stable") if shares[i] >= floor][:4 if detailed else 3]
             colours = ", ".join(f"{COLOURS[i]} {shares[i]:.0%}" for i in ranked)
             brightness = float(np.mean([f.brightness for f in segment]))
-            lines.append(f"- {_span(segment[0].time, segment[-1].time)}: mostly {COLOURS[ranked[0]]} "
+            lines.append(f"- {_span(start, end)}: mostly {COLOURS[ranked[0]]} "
                          f"(colours: {colours}); {_brightness_word(brightness)} "
                          f"(mean brightness {brightness:.0f}/255)")
         return "\n".join(lines)
+
+    def _people(self, groups: list[list[FrameFacts]]) -> str:
+        """People per scene, tracked across its analysed frames: how many, where, which way they went."""
+        described: list[str] = []
+        most = 0
+        for segment in groups:
+            most = max([most, *(len(f.people) for f in segment)])
+            tracks = motion.track([[motion.Blob(f.time, *b.centre, b.area) for b in f.people] for f in segment])
+            for tr in tracks:
+                way = motion.heading(tr) if len(tr.points) >= 2 else None
+                x = float(np.mean([p.x for p in tr.points]))
+                y = float(np.mean([p.y for p in tr.points]))
+                what = f"walking {way}" if way else ("standing " if len(tr.points) >= 2 else "") + motion.place(x, y)
+                described.append(f"a person {what}, {motion.span_words(tr.first, tr.last)}")
+        if not described:
+            return "People: none detected."
+        counted = Counter(described)
+        parts = [(f"{n} people {d.removeprefix('a person ')}" if n > 1 else d) for d, n in counted.items()]
+        shown = parts[:5] + ([f"{len(parts) - 5} more sightings"] if len(parts) > 5 else [])
+        return f"People (at most {most} in one frame): " + "; ".join(shown) + "."
 
     def _text(self, facts: list[FrameFacts], instruction: str, *, detailed: bool) -> str:
         if self.engines is None:
@@ -543,13 +459,13 @@ class PixelsCaptioner(Captioner):
                 f"- {desc}, seen {_span(a, b)}" for desc, a, b in runs) + f"\n- per frame: {per_frame}"
         return "Objects: " + "; ".join(f"{desc} ({_span(a, b)})" for desc, a, b in runs) + "."
 
-    def _motion(self, facts: list[FrameFacts]) -> str:
-        if len(facts) < 2:
+    def _motion(self, groups: list[list[FrameFacts]]) -> str:
+        if sum(len(g) for g in groups) < 2:
             return "Motion: one frame only, motion unknown."
         changed: list[float] = []
         ys: list[float] = []
         xs: list[float] = []
-        for segment in self._segments(facts):
+        for segment in groups:
             for before, after in itertools.pairwise(segment):
                 moving = np.abs(after.gray_grid.astype(np.int16) - before.gray_grid) > _MOTION_DELTA
                 changed.append(float(moving.mean()))
@@ -583,3 +499,58 @@ def _scaled(shape: tuple[int, ...], scale: float) -> tuple[int, int]:
     """(height, width) of a frame of ``shape`` shrunk by ``scale``."""
     h, w = int(shape[0]), int(shape[1])
     return max(8, round(h * scale)), max(8, round(w * scale))
+
+
+@dataclass
+class _Survey:
+    """What a cheap look at every frame of a clip found: scenes, and moving blobs per frame (background = the
+    per-pixel median of the scene's frames)."""
+
+    scenes: list[scenes.SceneSpan]
+    blobs: list[list[motion.Blob]]
+
+
+def _survey(clip: Clip) -> _Survey:
+    signatures, greys = [], []
+    for frame in clip.frames:
+        signatures.append(scenes.signature(frame))
+        greys.append(motion.small_grey(frame))
+    spans = scenes.split(signatures)
+    blobs: list[list[motion.Blob]] = [[] for _ in greys]
+    for span in spans:
+        if span.last - span.first < 2:  # under 3 frames: no steady background to tell movers from
+            continue
+        background = np.median(np.stack(greys[span.first:span.last + 1]), axis=0).astype(np.uint8)
+        for i in range(span.first, span.last + 1):
+            blobs[i] = motion.moving_blobs(background, greys[i], float(clip.times[i]))
+    return _Survey(spans, blobs)
+
+
+def _pick(n: int, spans: list[scenes.SceneSpan], spread: int, max_keyframes: int) -> list[int]:
+    """Frames to analyse in full: ``spread`` evenly over the clip plus the keyframe of each scene (the longest
+    ``max_keyframes`` scenes when there are more)."""
+    longest = sorted(spans, key=lambda sc: (-(sc.last - sc.first), sc.first))[:max_keyframes]
+    return sorted({int(i) for i in pick_evenly(n, spread)} | {sc.key for sc in longest})
+
+
+def _moving(survey: _Survey, facts: list[FrameFacts]) -> str:
+    """Tracks of moving regions that are not people: 'a moving object going left to right ...'."""
+    people = [(f.time, b) for f in facts for b in f.people]
+    described: list[str] = []
+    for span in survey.scenes:
+        for tr in motion.track(survey.blobs[span.first:span.last + 1]):
+            way = motion.heading(tr)
+            if len(tr.points) < 3 or way is None:
+                continue
+            if any(b.x0 <= p.x <= b.x1 and b.y0 <= p.y <= b.y1 and abs(t - p.time) < 1.0
+                   for p in tr.points for t, b in people):
+                continue  # the person already described
+            size = float(np.median([p.area for p in tr.points]))
+            big = "a large moving object" if size > 0.1 else "a moving object"
+            described.append(f"{big} going {way}, {motion.span_words(tr.first, tr.last)}")
+    if not described:
+        return ""
+    counted = Counter(described)
+    parts = [d if n == 1 else f"{d} ({n} times)" for d, n in counted.items()]
+    more = f"; {len(parts) - 4} more" if len(parts) > 4 else ""
+    return "Moving things (not identified): " + "; ".join(parts[:4]) + more + "."

@@ -41,6 +41,16 @@ _GLOBAL = re.compile(
     r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.I)
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
+# A question about what was said is about the transcript lines memory shows beside captions ("Speech heard ..."
+# lines, lucy.query.memory_view): such a question also looks for the word "speech", which every one of them holds.
+_ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|announc\w*|speak\w*|spoke\w*|hear|hears|heard|talk\w*|"
+                           r"mention\w*|voice\w*|utter\w*|spoken|told|tell|tells)\b", re.I)
+
+
+def question_terms(text: str) -> list[str]:
+    """The search terms of a question (:func:`lucy.query.text.terms`), and "speech" when it asks what was said."""
+    found = terms(text)
+    return found + terms("speech") if _ABOUT_SPEECH.search(text) else found
 
 
 @dataclass(slots=True)
@@ -153,7 +163,7 @@ class LexicalReasoner(Reasoner):
         started = time.perf_counter()
         memory = list(memory)
         bm25 = BM25([m.text for m in memory])
-        query = terms(question.text)
+        query = question_terms(question.text)
         context = self._context(memory, bm25, query)
         if question.options:
             reply = self._choose(question, memory, bm25, context)
@@ -166,7 +176,7 @@ class LexicalReasoner(Reasoner):
     def _choose(self, question: Question, memory: list[MemoryItem], bm25: BM25,
                 context: list[float]) -> AnswerReply:
         option_terms = [set(terms(o)) for o in question.options]
-        qset = set(terms(question.text))
+        qset = set(question_terms(question.text))
         sequences = [terms(m.text) for m in memory]
         doc_terms = [set(seq) for seq in sequences]
         phrases = [normalise_phrase(m.text) for m in memory]
@@ -184,6 +194,9 @@ class LexicalReasoner(Reasoner):
             phrase = normalise_phrase(option)
             # A code or a multi-word option found verbatim is strong evidence wherever it is.
             distinctive_phrase = len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))
+            # A code said aloud is written either way ("B 12" on a sign, "B12" in a transcript, or the reverse).
+            spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
+                                    any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])
             best: _Scored | None = None
             scores = [0.0] * len(memory)
             for k, item in enumerate(memory):
@@ -194,8 +207,8 @@ class LexicalReasoner(Reasoner):
                         near = self._near(sequences[k], which or t, qset)
                         support += bm25.idf_of(t) * found * (0.4 + 0.6 * near)
                 support /= mass
-                exact = distinctive_phrase and re.search(
-                    rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", phrases[k]) is not None
+                exact = distinctive_phrase and any(re.search(
+                    rf"(?<![a-z0-9]){re.escape(spelling)}(?![a-z0-9])", phrases[k]) for spelling in spellings)
                 if exact:
                     support = max(support, 0.8)
                 score = scores[k] = support * cap[k]
@@ -271,7 +284,8 @@ class LexicalReasoner(Reasoner):
         pool = list(memory) + [c for c in candidates if c not in memory]
         bm25 = BM25([m.text for m in pool])
         options = [t for o in question.options for t in terms(o)]
-        raw = [a + 0.5 * b for a, b in zip(bm25.scores(terms(question.text)), bm25.scores(options), strict=True)]
+        raw = [a + 0.5 * b for a, b in zip(bm25.scores(question_terms(question.text)), bm25.scores(options),
+                                           strict=True)]
         best_ref, best_score, best_depth = candidates[0].ref, -1.0, -1
         for c in candidates:  # candidates come best first by the engine's order; ties keep that order...
             inside = [raw[i] * _weight(m.level) for i, m in enumerate(pool)
@@ -299,7 +313,7 @@ class LexicalReasoner(Reasoner):
             return Reasoned(SelectReply(spans=[s.ref for s in spans], global_question=True,
                                         reason="the question is about the whole video"), self._usage(started))
         bm25 = BM25([s.text for s in spans])
-        q = terms(question.text)
+        q = question_terms(question.text)
         o = [t for option in question.options for t in terms(option)]
         scores = [a + 0.5 * b for a, b in zip(bm25.scores(q), bm25.scores(o), strict=True)]
         order = sorted(range(len(spans)), key=lambda i: (-scores[i], i))

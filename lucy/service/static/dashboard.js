@@ -76,6 +76,12 @@ function renderStreams() {
     row.append(el("td", { class: "num lag" }, fmtSeconds(s.lag_seconds)));
     row.append(el("td", { class: "num" }, s.decode_fps.toFixed(1)));
     row.append(el("td", { class: "num" }, s.caption.captions_per_second.toFixed(2)));
+    // what was said: transcribed up to (and its lag), beside the captions; "–" for a stream without sound
+    const heard = s.speech && s.speech.has_audio;
+    const speech = el("td", { class: "num transcribed" },
+      heard ? fmtSeconds(s.speech.transcribed_until) + " (lag " + fmtSeconds(s.speech.lag_seconds) + ")" : "–");
+    if (heard) speech.title = s.speech.realtime_factor.toFixed(1) + "x real time, " + s.speech.lines + " lines";
+    row.append(speech);
     row.append(el("td", { class: "num" }, String(s.reconnects)));
     row.addEventListener("click", () => select(s.name));
     body.append(row);

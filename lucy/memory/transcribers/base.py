@@ -1,0 +1,68 @@
+"""The transcriber boundary: ``transcribe(clip) -> [TranscriptLine]``, speech in a stretch of a stream's audio.
+
+Backends are chosen from config (:func:`lucy.memory.transcribers.make_transcriber`). A transcript is memory like a
+caption: the coarse builder stores the lines of each closed coarse span as one node of level :data:`SPEECH_LEVEL`
+(see :func:`format_transcript`), which full-text search finds and questions show beside the captions of the same
+span at every depth.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from lucy.ingest.frames import AudioClip
+
+SPEECH_LEVEL = "speech"
+"""The level of transcript nodes: one per coarse span that holds audio, its lines in the text (maybe none)."""
+
+_LINE = re.compile(r"^\[(?P<start>\d+(?:\.\d+)?)-(?P<end>\d+(?:\.\d+)?) s\] (?P<text>.*)$")
+
+
+class TranscriberError(Exception):
+    """The transcriber could not transcribe (server down, timed out, refused...). Transient: the span is retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLine:
+    """What was said from ``start`` to ``end`` (media seconds), and how sure the transcriber is (0-1)."""
+
+    start: float
+    end: float
+    text: str
+    confidence: float = 1.0
+
+
+class Transcriber(ABC):
+    """The "ear": turns a clip of audio into timed lines. Implementations must be safe to call concurrently."""
+
+    name: str  # backend name, e.g. "whisper", "openai"
+    model: str  # model name recorded on the nodes it makes
+
+    @abstractmethod
+    async def transcribe(self, clip: AudioClip) -> list[TranscriptLine]:
+        """The speech in ``clip``, in time order, with media times (``clip.start`` added). Silence makes no lines.
+
+        Raises :class:`TranscriberError` on failure.
+        """
+
+    async def aclose(self) -> None:
+        """Release clients, connections and models."""
+
+
+def format_transcript(lines: Iterable[TranscriptLine]) -> str:
+    """The text of a speech node: one ``[12.3-15.1 s] words`` line per transcript line ("" for silence)."""
+    return "\n".join(f"[{line.start:.1f}-{line.end:.1f} s] {' '.join(line.text.split())}" for line in lines
+                     if line.text.strip())
+
+
+def parse_transcript(text: str) -> list[TranscriptLine]:
+    """The lines of a speech node's text (:func:`format_transcript` reversed; other lines are skipped)."""
+    lines = []
+    for raw in text.splitlines():
+        match = _LINE.match(raw.strip())
+        if match:
+            lines.append(TranscriptLine(float(match["start"]), float(match["end"]), match["text"]))
+    return lines

@@ -1,0 +1,65 @@
+"""The OCR engine is chosen in config; each reads generated text; an engine that cannot load says why."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from PIL import Image
+from pydantic import ValidationError
+
+from lucy.config import Level, load_settings
+from lucy.config.settings import PixelsCaptionerSettings
+from lucy.errors import LucyError
+from lucy.ingest.frames import Clip
+from lucy.memory.captioners.pixels import PixelsCaptioner
+from lucy.perception import ocr
+from lucy.synth import PALETTE, Overlay, Scene
+from lucy.synth.video import FramePainter
+
+
+def sign_clip() -> Clip:
+    painter = FramePainter(640, 360, [Scene(0, 4, PALETTE["teal"])],
+                           [Overlay(0, 4, "NORTH GATE 12", size=0.09, box=None)], [], texture=True)
+    times = np.arange(0, 4, 1.0)
+    return Clip(np.stack([painter(float(t)) for t in times]), times)
+
+
+@pytest.mark.parametrize("engine", ["tesseract", "rapidocr"])
+def test_each_engine_is_selectable_and_reads_the_sign(engine):
+    captioner = PixelsCaptioner(PixelsCaptionerSettings(ocr_engine=engine, people=False))
+    assert f"({engine} " in captioner.model
+    text = asyncio.run(captioner.describe(sign_clip(), "What does the sign say?", level=Level.FINE)).text
+    assert '"NORTH GATE 12"' in text
+
+
+def test_default_engine_is_rapidocr_and_config_refuses_unknown_ones(tmp_path):
+    assert PixelsCaptionerSettings().ocr_engine == "rapidocr"
+    with pytest.raises(ValidationError):
+        PixelsCaptionerSettings(ocr_engine="easyocr")
+    (tmp_path / "lucy.toml").write_text('[captioner.pixels]\nocr_engine = "tesseract"\n')
+    assert load_settings(tmp_path / "lucy.toml").captioner.pixels.ocr_engine == "tesseract"
+    with pytest.raises(LucyError, match="unknown OCR engine"):
+        ocr.open_ocr("easyocr")
+
+
+def test_rapidocr_without_its_bundled_models_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(ocr, "_RAPID_MODELS", ("PP-OCRv6_det_small.onnx", "missing_rec.onnx", "x_cls.onnx"))
+    with pytest.raises(LucyError, match=r"bundled models missing_rec\.onnx, x_cls\.onnx .*never downloads"):
+        PixelsCaptioner(PixelsCaptionerSettings(ocr_engine="rapidocr"))
+
+
+def test_rapidocr_models_come_from_the_installed_package():
+    paths = ocr.rapidocr_models()
+    assert all(p.is_file() and p.parent.name == "models" and p.parent.parent.name == "rapidocr" for p in paths)
+
+
+def test_low_confidence_lines_are_dropped():
+    engine = ocr.open_ocr("rapidocr")
+    noise = np.random.default_rng(0).integers(0, 255, (120, 400), dtype=np.uint8)
+    lines = engine.read(Image.fromarray(noise))
+    assert all(line.confidence < engine.min_confidence for line in lines)  # whatever noise yields is filtered
+    captioner = PixelsCaptioner(PixelsCaptionerSettings(ocr_engine="rapidocr", ocr_min_confidence=100, people=False))
+    text = asyncio.run(captioner.describe(sign_clip(), "Read the text.", level=Level.FINE)).text
+    assert "- none readable" in text  # nothing reaches 100

@@ -102,6 +102,15 @@ class StreamInfo:
         """Media time covered so far (the end of the last stored frame's sampling interval)."""
         return 0.0 if self.last_time is None else self.last_time + 1.0 / self.stored_fps
 
+    @property
+    def covered_seconds(self) -> float:
+        """Media time the stream's memory can cover so far: its frames' :attr:`media_seconds`, or for a stream
+        with no frames (a file or feed of sound alone) its committed audio's :attr:`audio_until`.
+
+        Audio never extends a stream that has frames: on a live stream committed audio may run ahead of the
+        pictures, and a span must not close before its frames are in."""
+        return self.media_seconds if self.last_time is not None else self.audio_until
+
 
 @dataclass(frozen=True)
 class RetentionState:

@@ -3,7 +3,10 @@
 Span clock: coarse span ``k`` is ``[k*T_c, (k+1)*T_c)`` (T_c from the preset). A span closes once no frame
 can still arrive inside it: the sampler keeps at most one frame per ``1/fps`` slot, so after a frame in slot
 ``n`` every later frame lies at or after ``(n+1)/fps``. At the end of a finished file the last, partial span
-closes too (``[k*T_c, end of media)``); a live stream's partial span waits for more video.
+closes too (``[k*T_c, end of media)``); a live stream's partial span waits for more video. A stream of sound
+alone (an audio file: no frames, audio stored) is spanned the same way by its committed audio
+(:attr:`lucy.ingest.frames.StreamInfo.covered_seconds`): each span gets a one-line coarse node saying there is no
+video (no captioner call) and its transcript, which is all its memory holds.
 
 The builder runs on its own thread with its own asyncio loop. Ingest only wakes it (:meth:`on_commit` never
 blocks), so a slow or dead captioner slows captions, never decoding or storage. The frame store is the
@@ -54,6 +57,7 @@ _EPS = 1e-6
 _RATE_WINDOW_SECONDS = 30.0
 _CONCURRENT_READS = 2  # frame-store reads are mostly serialised inside zarr; more only adds contention
 NO_VIDEO_TEXT = "No video was recorded from {start:.1f} s to {end:.1f} s (the stream was down or not yet started)."
+AUDIO_ONLY_TEXT = "No video from {start:.1f} s to {end:.1f} s: the stream carries sound only."
 EXPIRED_TEXT = "The frames from {start:.1f} s to {end:.1f} s expired (retention) before they were captioned."
 
 
@@ -167,6 +171,7 @@ class CoarseBuilder:
         self._enqueued: set[int] = set()  # spans in the queue or being captioned
         self._backlog: collections.deque[_Job] = collections.deque()  # closed spans waiting for queue room
         self._contiguous = 0  # spans below this index are captioned whole
+        self._audio_only = False  # the stream has sound and no frames: spans are closed by its audio
 
     # ----------------------------------------------------------------------------------- control (any thread)
 
@@ -334,19 +339,24 @@ class CoarseBuilder:
             self.speech.load()
 
     def _frame_view(self) -> tuple[float, float, bool, float] | None:
-        """(closed-until, media end, finished, last frame's time) of the stream's committed frames; None before
-        the first frame."""
+        """(closed-until, media end, finished, last frame's time) of the stream's committed frames (of its audio
+        when it has sound and no frames); None before the first frame or sound."""
         if self._frames is None:
             try:
                 self._frames = self.frame_stores.open(self.stream)
             except StoreError:
                 return None  # not created yet: the first commit will wake the builder again
         info = self._frames.info()
+        finished = not info.live and (info.complete or info.lost is not None)
         if info.last_time is None:
-            return None
+            # Sound alone (an audio file or feed): spans close as committed audio passes their end, which it does
+            # in order, so the last "frame" is the audio's end and a finished stream's last span is a partial one.
+            self._audio_only = info.audio_until > 0
+            until = info.covered_seconds
+            return (until, until, finished, until) if until > 0 else None
+        self._audio_only = False
         fps = info.stored_fps
         closed_until = (math.floor(info.last_time * fps + _EPS) + 1) / fps
-        finished = not info.live and (info.complete or info.lost is not None)
         return closed_until, info.media_seconds, finished, info.last_time
 
     async def _schedule(self, queue: asyncio.Queue[_Job]) -> None:
@@ -409,7 +419,9 @@ class CoarseBuilder:
             if not stretched:
                 async with self._reads:  # a few reads at a time, in span order: the first captions start at once
                     clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
-                if len(clip) == 0:  # a live stream's outage, or frames retention deleted: say nothing was seen
+                if len(clip) == 0 and self._audio_only:  # nothing to caption: the span's transcript is its memory
+                    text, model = AUDIO_ONLY_TEXT.format(start=job.start, end=job.end), ""
+                elif len(clip) == 0:  # a live stream's outage, or frames retention deleted: say nothing was seen
                     gone = job.start < await asyncio.to_thread(self._frames.available_from)
                     text, model = (EXPIRED_TEXT if gone else NO_VIDEO_TEXT).format(start=job.start, end=job.end), ""
                 else:

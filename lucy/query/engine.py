@@ -214,9 +214,11 @@ class _QuestionLoop:
         and make the parts that work on it."""
         engine, config = self.engine, self.config
         info = await asyncio.to_thread(engine.frames.info)
-        horizon = info.media_seconds if info.frames else 0.0
+        # The builder's rule: frames, or for a stream of sound alone its audio (StreamInfo.covered_seconds).
+        horizon = info.covered_seconds if info.frames or info.audio else 0.0
         if horizon <= 0:
-            raise LucyError(f"stream {engine.stream!r} has no frames yet; ask again once ingest has stored some")
+            raise LucyError(f"stream {engine.stream!r} has no frames or sound yet; ask again once ingest has "
+                            "stored some")
         self.info, self.horizon = info, horizon
         question = Question(self.text, self.options, horizon)
         self.question_id = await asyncio.to_thread(engine.memory.add_question, engine.stream, self.text,

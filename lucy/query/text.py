@@ -30,6 +30,9 @@ shown show shows seen see saw appear appears appeared appearing video clip scene
 time times text written display displayed visible""".split())
 
 _AMERICAN = {"colour": "color", "colours": "colors", "grey": "gray", "centre": "center"}
+# Captions name people one way ("a person", "People: 3 ..."); questions name them many ways.
+_PEOPLE = dict.fromkeys(["person", "persons", "people", "man", "men", "woman", "women", "pedestrian", "pedestrians"],
+                        "person")
 _NUMBERS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
@@ -37,6 +40,7 @@ _NUMBERS = {w: str(i) for i, w in enumerate(
 
 def _stem(word: str) -> str:
     word = _AMERICAN.get(word, word)
+    word = _PEOPLE.get(word, word)  # "how many people", "was there a man": the captions' "person"
     word = _NUMBERS.get(word, word)  # "three" and "3" are the same count
     if len(word) > 4 and not word[-1].isdigit():
         for suffix in ("ing", "ed", "es", "s"):

@@ -89,3 +89,19 @@ def test_summary_keeps_rare_terms_within_its_length():
     items[5] = MemoryItem(5, "coarse", 300, 360, "a gray street; HARBOR GATE sign")
     out = asyncio.run(LexicalReasoner().summarise(items, max_chars=300)).reply.summary
     assert len(out) <= 300 and "harbor" in out.lower()
+
+
+def test_people_are_counted_from_the_people_line_whatever_the_question_calls_them():
+    # The pixels captioner's wording: the "none" of the text section ends the line before "People", and a count
+    # is read only next to the question's words on the same line.
+    seen = MemoryItem(1, "fine", 0, 10, "On-screen text (read by OCR):\n- none readable\n"
+                                        "People (at most 1 in one frame): a person near the centre, 0 s.\n"
+                                        "Objects: 2 white rectangles (4.0 s).")
+    for asked in ("How many people were seen?", "How many persons were there?", "How many men were in the video?",
+                  "How many pedestrians were seen?"):
+        reply = answer(Question(asked, ("none", "one", "two", "three")), [seen])
+        assert reply.answer == "one" and reply.confident, asked
+    nobody = MemoryItem(1, "fine", 0, 10, "On-screen text (read by OCR):\n- none readable\nPeople: none detected.\n"
+                                          "Objects: 1 white rectangle (4.0 s).")
+    reply = answer(Question("How many people were seen?", ("none", "one", "two", "three")), [nobody])
+    assert reply.answer == "none" and reply.confident

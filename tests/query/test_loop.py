@@ -343,7 +343,7 @@ def test_no_frames_yet_is_a_clear_error(tmp_path, fakes):
 
     engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=0), reasoner=fakes.ScriptedReasoner(),
                                captioner=None)
-    with pytest.raises(LucyError, match="no frames yet"):
+    with pytest.raises(LucyError, match="no frames or sound yet"):
         run(engine)
     with pytest.raises(LucyError, match="empty"):
         run(engine, "   ")

@@ -108,17 +108,20 @@ class LexicalReasoner(Reasoner):
         return 0.5 * (best - self.settings.fuzzy) / (1 - self.settings.fuzzy), which
 
     @staticmethod
-    def _near(sequence: list[str], term: str, query: set[str], window: int = 6) -> float:
-        """How close ``term`` stands to the question's words in a memory, in [0, 1]: 1 next to a word of what
-        the question is about ("5 yellow squares" for "what colour were the squares"), half that next to a word
-        that only names the kind of answer ("colour", "how many"), 0 with none within a few words."""
+    def _near(lines: list[list[str]], term: str, query: set[str], window: int = 6) -> float:
+        """How close ``term`` stands to the question's words in a memory (the terms of each of its lines), in
+        [0, 1]: 1 next to a word of what the question is about ("5 yellow squares" for "what colour were the
+        squares"), half that next to a word that only names the kind of answer ("colour", "how many"), 0 with
+        none within a few words of the same line (a caption's lines are separate facts: "- none readable" ends
+        its text section and says nothing about the "People: ..." line after it)."""
         best = 0.0
-        for p, t in enumerate(sequence):
-            if t == term:
-                around = (set(sequence[max(0, p - window):p + window + 1]) & query) - {term}
-                best = max(best, sum(0.5 if w in _ANSWER_KIND else 1.0 for w in around))
-                if best >= 1:
-                    break
+        for sequence in lines:
+            for p, t in enumerate(sequence):
+                if t == term:
+                    around = (set(sequence[max(0, p - window):p + window + 1]) & query) - {term}
+                    best = max(best, sum(0.5 if w in _ANSWER_KIND else 1.0 for w in around))
+                    if best >= 1:
+                        return 1.0
         return min(1.0, best)
 
     @staticmethod
@@ -177,8 +180,8 @@ class LexicalReasoner(Reasoner):
                 context: list[float]) -> AnswerReply:
         option_terms = [set(terms(o)) for o in question.options]
         qset = set(question_terms(question.text))
-        sequences = [terms(m.text) for m in memory]
-        doc_terms = [set(seq) for seq in sequences]
+        lines = [[terms(line) for line in m.text.splitlines()] for m in memory]
+        doc_terms = [{t for line in item for t in line} for item in lines]
         phrases = [normalise_phrase(m.text) for m in memory]
         specific = self._specificity(memory, context)
         # What each memory can contribute at most, and the memories about what is asked (the relevant set).
@@ -204,7 +207,7 @@ class LexicalReasoner(Reasoner):
                 for t in distinct:
                     found, which = self._match(t, doc_terms[k])
                     if found:
-                        near = self._near(sequences[k], which or t, qset)
+                        near = self._near(lines[k], which or t, qset)
                         support += bm25.idf_of(t) * found * (0.4 + 0.6 * near)
                 support /= mass
                 exact = distinctive_phrase and any(re.search(

@@ -50,11 +50,11 @@ from lucy.memory.speech import SpeechJob, SpeechWorker
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import CaptionProgress
+from lucy.metrics.stats import RecentRate
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-6
-_RATE_WINDOW_SECONDS = 30.0
 _CONCURRENT_READS = 2  # frame-store reads are mostly serialised inside zarr; more only adds contention
 NO_VIDEO_TEXT = "No video was recorded from {start:.1f} s to {end:.1f} s (the stream was down or not yet started)."
 AUDIO_ONLY_TEXT = "No video from {start:.1f} s to {end:.1f} s: the stream carries sound only."
@@ -79,7 +79,10 @@ class BuilderStats:
     describe_seconds: float = 0.0  # total time spent in successful describe() calls
     down_since: float | None = None  # monotonic time of the first failure since the last success
     last_error: str | None = None
-    _done_times: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=4096))
+    completions: RecentRate = field(init=False)  # finished spans, for the throughput figure
+
+    def __post_init__(self) -> None:
+        self.completions = RecentRate(self.started)
 
     @property
     def lag(self) -> float:
@@ -89,11 +92,7 @@ class BuilderStats:
     @property
     def captions_per_second(self) -> float:
         """Captions finished per wall second over the last 30 s (or since start, if shorter)."""
-        now = time.monotonic()
-        recent = [t for t in list(self._done_times) if now - t <= _RATE_WINDOW_SECONDS]
-        if not recent:
-            return 0.0
-        return len(recent) / max(min(_RATE_WINDOW_SECONDS, now - self.started), 1e-9)
+        return self.completions.per_second()
 
     @property
     def down_seconds(self) -> float:
@@ -440,7 +439,7 @@ class CoarseBuilder:
             self.stats.coarse_nodes = len(self._done)
             if not stretched:
                 self.stats.captioned += 1
-                self.stats._done_times.append(time.monotonic())
+                self.stats.completions.tick()
             self._advance_captioned_until()
 
     def _stretch(self, job: _Job) -> bool:

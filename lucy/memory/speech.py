@@ -17,7 +17,6 @@ except the last span of a finished stream when its end moves (the builder stretc
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import math
 import time
@@ -30,13 +29,13 @@ from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import SPEECH_LEVEL, Transcriber, TranscriberError, format_transcript
 from lucy.metrics.progress import SpeechProgress
+from lucy.metrics.stats import RecentRate
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-6
 LEAD_SECONDS = 10.0  # sound before a span's start transcribed with it, so words said across the boundary are whole
 BOUNDARY_MARGIN = 1.0  # a line ending this close to the end of a span's sound (more following) was cut off
-_RATE_WINDOW_SECONDS = 30.0
 
 
 @dataclass
@@ -56,7 +55,10 @@ class SpeechStats:
     audio_until: float = 0.0  # media time covered by committed audio
     down_since: float | None = None
     last_error: str | None = None
-    _done_times: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=4096))
+    completions: RecentRate = field(init=False)  # finished spans, for the throughput figure
+
+    def __post_init__(self) -> None:
+        self.completions = RecentRate(self.started)
 
     @property
     def lag(self) -> float:
@@ -70,11 +72,7 @@ class SpeechStats:
 
     @property
     def spans_per_second(self) -> float:
-        now = time.monotonic()
-        recent = [t for t in list(self._done_times) if now - t <= _RATE_WINDOW_SECONDS]
-        if not recent:
-            return 0.0
-        return len(recent) / max(min(_RATE_WINDOW_SECONDS, now - self.started), 1e-9)
+        return self.completions.per_second()
 
     @property
     def down_seconds(self) -> float:
@@ -204,7 +202,7 @@ class SpeechWorker:
         self.stats.pending = len(self._pending)
         self.stats.transcribed += 1
         self.stats.lines += len(lines)
-        self.stats._done_times.append(time.monotonic())
+        self.stats.completions.tick()
         self._advance()
 
     async def _transcribe(self, job: SpeechJob, clip: object) -> list:

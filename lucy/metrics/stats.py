@@ -7,11 +7,32 @@ takes them (``drain``), so each event is observed exactly once.
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from lucy.metrics.progress import StreamProgress
+
+
+class RecentRate:
+    """Events per wall second over the last ``window`` seconds (or since ``started``, if that is shorter): the
+    throughput figure of the caption builder and the speech worker. :meth:`tick` from any thread."""
+
+    def __init__(self, started: float, window: float = 30.0) -> None:
+        self.started = started
+        self.window = window
+        self._times: collections.deque[float] = collections.deque(maxlen=4096)
+
+    def tick(self) -> None:
+        self._times.append(time.monotonic())
+
+    def per_second(self) -> float:
+        now = time.monotonic()
+        recent = sum(1 for t in list(self._times) if now - t <= self.window)
+        return recent / max(min(self.window, now - self.started), 1e-9) if recent else 0.0
+
 
 # Events kept for the exporter at most (if nothing scrapes, the oldest are dropped: counters stay exact).
 _PENDING_MAX = 10_000

@@ -40,8 +40,8 @@ def _ask_every_way(server: LucyServer, stream: str, i: int) -> None:
                           headers={"Accept": "text/event-stream"}) as r:
                 assert r.status_code == 200 and any(line.startswith("event: answer") for line in r.iter_lines())
         elif i % 3 == 2:
-            client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", timeout=120, max_retries=0)
-            reply = client.chat.completions.create(model=stream, messages=[{"role": "user", "content": question}])
+            with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", timeout=120, max_retries=0) as client:
+                reply = client.chat.completions.create(model=stream, messages=[{"role": "user", "content": question}])
             assert reply.choices[0].message.content
         else:
             r = c.post(f"/v1/streams/{stream}/questions", json={"question": question})
@@ -64,8 +64,9 @@ def test_questions_leak_no_descriptors_or_threads(lucy_server: Callable[..., Luc
             list(pool.map(lambda i: _ask_every_way(server, "cam", i), range(60)))
             seen.append(_resources(pid))
     (_, _), (fds, threads), (fds_end, threads_end) = seen
-    # A leak of the old kind would add ~200 descriptors per round; a pool thread still starting adds 3 at most.
-    assert fds_end <= fds + 3, f"descriptors grew from {fds} to {fds_end} over 60 questions ({seen})"
+    # A leak of the old kind would add ~200 descriptors per round. The slack covers a pool thread still starting
+    # (3: its database, WAL and shared-memory files) and client connections the server has not yet seen close.
+    assert fds_end <= fds + 8, f"descriptors grew from {fds} to {fds_end} over 60 questions ({seen})"
     assert threads_end <= threads + 1, f"threads grew from {threads} to {threads_end} over 60 questions ({seen})"
 
 

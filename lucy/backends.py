@@ -49,7 +49,9 @@ class Backends:
 
     def captioner(self, settings: LucySettings) -> GuardedCaptioner | None:
         """The shared captioner of ``settings.captioner`` (None for backend ``none``)."""
-        key = settings.captioner.model_dump_json() + settings.query.model_dump_json()
+        q = settings.query  # the guard's own settings; other query settings do not change the captioner
+        key = settings.captioner.model_dump_json() + repr(
+            (q.caption_timeout_seconds, q.captioner_failures_to_pause, q.captioner_pause_seconds))
         if key not in self._captioners:
             inner = make_captioner(settings)
             self._captioners[key] = None if inner is None else GuardedCaptioner(

@@ -1,21 +1,28 @@
 """Needle in a video haystack (VideoLucy paper, §4.2) on the embedded backends (pixels captioner, lexical reasoner).
 
-For each haystack length (10 minutes to 2 hours by default) a video is generated: a lobby camera whose scenes
-change colour, with signs and coloured squares coming and going as distractors. Five 10-second needles are
-inserted at spread-out times; each shows a location sign (big text), a small code line, a few squares of one
-colour and a background colour of its own. Each needle has four multiple-choice questions (the code, the number
-of squares, their colour, the background colour). The video is ingested at the preset's rate with the continuous
-coarse builder (as ``lucy ingest --captioner pixels`` does), then every question is asked (pass 1), and asked
-again (pass 2) to measure what memory reuse saves.
+Two sets of videos and questions (``bench/needle_sets.py``), each scored on its own:
 
-Printed: accuracy per haystack length, mean LLM (agent) calls and captioner calls per question, and the
-captioner calls of the second pass against the first. Targets: accuracy >= 90 % and flat across lengths, mean
-LLM calls per question <= 6.3 (the paper's figure for VideoLucy), second pass <= 50 % of the first pass's
-captioner calls.
+* ``tune`` — the set Lucy was developed on: a lobby camera whose scenes change colour, with signs and coloured
+  squares coming and going as distractors; five 10-second needles at spread-out times, each with a location sign,
+  a small code line, a few squares of one colour and a background of its own; four questions per needle that
+  name the place (the code, the number of squares, their colour, the background colour).
+* ``test`` — a held-out set, never looked at while tuning: a concourse camera with other backgrounds and
+  distractor signs that share words with the needles' signs, needles of 3-10 s (half keep the haystack's
+  background, so no scene cut marks them; some show the sign first and the squares right after), and questions
+  that name a needle by any one detail (place, label word, squares, background, a second sign's word) and ask
+  for another (code, count, colour, corner, lettering colour, background, word, place).
 
-    .venv/bin/python bench/needle.py                    # 10, 30, 60 and 120 minutes
+For each set and haystack length (10 minutes to 2 hours by default) the video is ingested at the preset's rate
+with the continuous coarse builder (as ``lucy ingest --captioner pixels`` does), then every question is asked
+(pass 1), and asked again (pass 2) to measure what memory reuse saves.
+
+Printed per set: accuracy per haystack length, mean LLM (agent) calls and captioner calls per question, and the
+captioner calls of the second pass against the first. Targets, for each set: accuracy >= 90 % and flat across
+lengths, mean LLM calls per question <= 4, second pass <= 10 % of the first pass's captioner calls.
+
+    .venv/bin/python bench/needle.py                    # both sets; 10, 30, 60 and 120 minutes
     .venv/bin/python bench/needle.py --quick            # 10 and 30 minutes, 3 needles each
-    .venv/bin/python bench/needle.py --lengths 10 --needles 2 --workdir /tmp/needle --json out.json
+    .venv/bin/python bench/needle.py --set test --lengths 10 --needles 2 --workdir /tmp/needle --json out.json
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import statistics
 import sys
 import tempfile
@@ -31,55 +37,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from needle_sets import HEIGHT, MAX_NEEDLES, SETS, WIDTH, Question  # bench/ is on the path when run as a script
+
 from lucy.backends import Backends, builder_captioner
 from lucy.config import LucySettings, load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.factory import open_engine
-from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.synth import write_video
 
-WIDTH, HEIGHT, GEN_FPS = 320, 180, 2.0
-NEEDLE_SECONDS = 10.0
-TARGET_ACCURACY, TARGET_LLM_CALLS, TARGET_REUSE = 0.90, 6.3, 0.50
-
-SITES = [  # (sign, what the code is, how the small line reads)
-    ("HARBOR GATE", "plate number on the van", "VAN PLATE {code}"),
-    ("NORTH PLATFORM", "train number", "TRAIN NUMBER {code}"),
-    ("MUSEUM ENTRANCE", "ticket code", "TICKET CODE {code}"),
-    ("PARKING LEVEL B", "permit number", "PERMIT NUMBER {code}"),
-    ("CITY LIBRARY", "book code", "BOOK CODE {code}"),
-    ("RIVER BRIDGE", "boat number", "BOAT NUMBER {code}"),
-]
-SQUARE_COLOURS = ["red", "orange", "yellow", "green", "purple", "pink"]
-BACKGROUNDS = ["blue", "teal", "brown", "purple", "green"]
-HAYSTACK_SIGNS = ["EXIT", "NO PARKING", "OPEN 24 HOURS", "WET FLOOR", "SALE TODAY", "STAFF ONLY", "LIFT OUT OF ORDER"]
-HAYSTACK_COLOURS = ["gray", "white", "blue", "green", "teal", "brown", "purple", "yellow"]
-
-
-@dataclass
-class Needle:
-    start: float
-    site: str
-    label: str
-    line: str
-    code: str
-    count: int
-    colour: str
-    background: str
-
-
-@dataclass
-class Question:
-    needle: int
-    kind: str
-    text: str
-    options: list[str]
-    truth: int
-
+GEN_FPS = 2.0
+TARGET_ACCURACY, TARGET_LLM_CALLS, TARGET_REUSE = 0.90, 4.0, 0.10
 
 @dataclass
 class Outcome:
+    set: str
     length_min: int
     needle: int
     kind: str
@@ -93,99 +66,12 @@ class Outcome:
 
 @dataclass
 class LengthReport:
+    set: str
     minutes: int
     prepare_seconds: float = 0.0
     coarse_nodes: int = 0
     first: list[Outcome] = field(default_factory=list)
     second: list[Outcome] = field(default_factory=list)
-
-
-def _code(rng: random.Random) -> str:
-    return f"{rng.choice('ABCDEFGHJKLMNPRSTVWXZ')}{rng.choice('ABCDEFGHJKLMNPRSTVWXZ')}-{rng.randint(1000, 9999)}"
-
-
-def _twin(code: str, rng: random.Random) -> str:
-    """A near twin (two digits swapped): the kind of option only a good reading tells apart."""
-    digits = list(code[3:])
-    for _ in range(10):
-        i = rng.randrange(3)
-        if digits[i] != digits[i + 1]:
-            digits[i], digits[i + 1] = digits[i + 1], digits[i]
-            break
-    else:
-        digits[0] = str((int(digits[0]) % 9) + 1)
-    return code[:3] + "".join(digits)
-
-
-def _options(truth: str, pool: list[str], rng: random.Random) -> tuple[list[str], int]:
-    options = [truth] + rng.sample([p for p in pool if p != truth], 3)
-    rng.shuffle(options)
-    return options, options.index(truth)
-
-
-def plan(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Question], list[Scene], list[Overlay],
-                                                        list[Shape]]:
-    """The haystack (scenes, distractor signs and squares) and the needles with their questions."""
-    rng = random.Random(seed * 1000 + minutes)
-    duration = minutes * 60.0
-    sites = rng.sample(SITES, needles)
-    found: list[Needle] = []
-    for k, (site, label, line) in enumerate(sites):
-        slot = duration / needles
-        start = round(k * slot + rng.uniform(0.15, 0.85) * (slot - NEEDLE_SECONDS))
-        colour = rng.choice(SQUARE_COLOURS)
-        background = rng.choice([b for b in BACKGROUNDS if b != colour])
-        code = _code(rng)
-        found.append(Needle(start, site, label, line.format(code=code), code, rng.randint(2, 5), colour, background))
-    scenes, overlays, shapes = [], [Overlay(0, duration, "CAM 3 LOBBY", size=0.06, x=0.6, y=0.85)], []
-    t = 0.0
-    while t < duration:  # scene changes every 20-90 s
-        end = min(duration, t + rng.uniform(20, 90))
-        scenes.append(Scene(t, end, PALETTE[rng.choice(HAYSTACK_COLOURS)]))
-        t = end
-    t = rng.uniform(30, 120)
-    while t < duration - 30:  # distractors: big signs and coloured squares every few minutes
-        if rng.random() < 0.6:
-            overlays.append(Overlay(t, t + 20, rng.choice(HAYSTACK_SIGNS), size=0.1, x=0.05, y=0.08))
-        else:
-            shapes.append(Shape(t, t + 15, PALETTE[rng.choice(SQUARE_COLOURS)], count=rng.randint(1, 4), x=0.3,
-                                y=0.55, size=0.1))
-        t += rng.uniform(60, 240)
-    # Needles replace the haystack where they are (cut out distractors that would overlap them).
-    for n in found:
-        end = n.start + NEEDLE_SECONDS
-        overlays = [o for o in overlays if o.end <= n.start or o.start >= end or o.text == "CAM 3 LOBBY"]
-        shapes = [s for s in shapes if s.end <= n.start or s.start >= end]
-        scenes = _cut(scenes, n.start, end) + [Scene(n.start, end, PALETTE[n.background])]
-        overlays += [Overlay(n.start, end, n.site, size=0.12, x=0.05, y=0.05),
-                     Overlay(n.start, end, n.line, size=0.06, x=0.05, y=0.4)]
-        shapes.append(Shape(n.start, end, PALETTE[n.colour], count=n.count, x=0.05, y=0.65, size=0.1))
-    scenes.sort(key=lambda s: s.start)
-    questions: list[Question] = []
-    for i, n in enumerate(found):
-        codes, at = _options(n.code, [_twin(n.code, rng), _code(rng), _code(rng)], rng)
-        questions.append(Question(i, "code", f"What was the {n.label} shown at the {n.site}?", codes, at))
-        counts = ["2", "3", "4", "5"]
-        questions.append(Question(i, "count", f"How many squares were shown at the {n.site}?", counts,
-                                  counts.index(str(n.count))))
-        colours, at = _options(n.colour, SQUARE_COLOURS, rng)
-        questions.append(Question(i, "colour", f"What colour were the squares at the {n.site}?", colours, at))
-        backs, at = _options(n.background, sorted(set(BACKGROUNDS + ["gray", "yellow"])), rng)
-        questions.append(Question(i, "background", f"What was the background colour at the {n.site}?", backs, at))
-    return found, questions, scenes, overlays, shapes
-
-
-def _cut(scenes: list[Scene], start: float, end: float) -> list[Scene]:
-    out = []
-    for s in scenes:
-        if s.end <= start or s.start >= end:
-            out.append(s)
-            continue
-        if s.start < start:
-            out.append(Scene(s.start, start, s.color))
-        if s.end > end:
-            out.append(Scene(end, s.end, s.color))
-    return out
 
 
 def bench_settings(data: Path, preset: str) -> LucySettings:
@@ -194,13 +80,14 @@ def bench_settings(data: Path, preset: str) -> LucySettings:
         "captioner.pixels.coarse_max_frames": 8, "captioner.max_in_flight": 2, "reasoner.backend": "lexical"})
 
 
-def prepare(workdir: Path, minutes: int, needles: int, seed: int, preset: str) -> tuple[LucySettings, list[Question],
-                                                                                        float, int]:
-    """Generate and ingest one haystack (with coarse captions), unless a previous run left it complete."""
-    root = workdir / f"{minutes}min-{needles}n-s{seed}-{preset}"
+def prepare(workdir: Path, name: str, minutes: int, needles: int, seed: int, preset: str,
+            ) -> tuple[LucySettings, list[Question], float, int]:
+    """Generate and ingest one haystack of set ``name`` (with coarse captions), unless a previous run left it
+    complete. The set is part of the folder's name: the two sets never share a video."""
+    root = workdir / f"{name}-{minutes}min-{needles}n-s{seed}-{preset}"
     root.mkdir(parents=True, exist_ok=True)
     settings = bench_settings(root / "data", preset)
-    found, questions, scenes, overlays, shapes = plan(minutes, needles, seed)
+    found, questions, scenes, overlays, shapes = SETS[name](minutes, needles, seed)
     done = root / "ready.json"
     began = time.perf_counter()
     if not done.is_file():
@@ -221,7 +108,8 @@ def prepare(workdir: Path, minutes: int, needles: int, seed: int, preset: str) -
             raise SystemExit("coarse captioning did not finish")
         builder.stop()
         memory.close()
-        done.write_text(json.dumps({"needles": [asdict(n) for n in found]}))
+        done.write_text(json.dumps({"set": name, "needles": [asdict(n) for n in found],
+                                    "questions": [asdict(q) for q in questions]}, indent=1))
     memory = SQLiteMemoryStore.for_data(settings)
     coarse = len(memory.nodes("haystack", level="coarse", origin="ingest"))
     memory.close()
@@ -239,7 +127,7 @@ def reset_question_memory(settings: LucySettings) -> None:
     db.close()
 
 
-async def ask_all(settings: LucySettings, minutes: int, questions: list[Question], verbose: bool,
+async def ask_all(settings: LucySettings, name: str, minutes: int, questions: list[Question], verbose: bool,
                   ) -> tuple[list[Outcome], list[Outcome]]:
     backends = Backends()  # one captioner and reasoner for both passes, as a server shares them
     passes: list[list[Outcome]] = [[], []]
@@ -249,7 +137,7 @@ async def ask_all(settings: LucySettings, minutes: int, questions: list[Question
                 for q in questions:
                     began = time.perf_counter()
                     result = await engine.ask(q.text, q.options)
-                    outcome = Outcome(minutes, q.needle, q.kind, result.option_index == q.truth, result.confident,
+                    outcome = Outcome(name, minutes, q.needle, q.kind, result.option_index == q.truth, result.confident,
                                       result.llm_calls, result.caption_calls, result.iterations,
                                       time.perf_counter() - began)
                     passes[p].append(outcome)
@@ -264,61 +152,36 @@ async def ask_all(settings: LucySettings, minutes: int, questions: list[Question
     return passes[0], passes[1]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lengths", default="10,30,60,120", help="haystack lengths in minutes, comma-separated")
-    parser.add_argument("--needles", type=int, default=5, help="needles per haystack (4 questions each)")
-    parser.add_argument("--quick", action="store_true", help="a quick subset: 10 and 30 minutes, 3 needles")
-    parser.add_argument("--preset", default="live", help="memory-level preset (default live: T = 60/10/2 s)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--workdir", type=Path, help="keep videos and memory here (reused by later runs)")
-    parser.add_argument("--json", type=Path, help="also write every question's outcome to this file")
-    parser.add_argument("-v", "--verbose", action="store_true", help="print every question as it is answered")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.lengths, args.needles = "10,30", 3
-    lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    if not 1 <= args.needles <= len(SITES):
-        parser.error(f"--needles must be 1 to {len(SITES)}")
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lucy-needle-"))
-    reports: list[LengthReport] = []
-    for minutes in lengths:
-        print(f"haystack {minutes} min: generating, ingesting and captioning coarse memory...", flush=True)
-        settings, questions, prep, coarse = prepare(workdir, minutes, args.needles, args.seed, args.preset)
-        reset_question_memory(settings)
-        report = LengthReport(minutes, prep, coarse)
-        began = time.perf_counter()
-        report.first, report.second = asyncio.run(ask_all(settings, minutes, questions, args.verbose))
-        print(f"  ready in {prep:.0f} s ({coarse} coarse nodes); {len(questions)} questions x 2 passes in "
-              f"{time.perf_counter() - began:.0f} s", flush=True)
-        reports.append(report)
-
+def summarise(name: str, reports: list[LengthReport], needles: int, preset: str) -> dict[str, object]:
+    """Print one set's results (the lines and targets of the benchmark) and return its figures."""
     print()
-    print(f"Needle in a video haystack: {args.needles} needles x 4 questions per length, preset {args.preset}, "
+    print(f"Needle in a video haystack, set {name}: {needles} needles x 4 questions per length, preset {preset}, "
           f"{WIDTH}x{HEIGHT} video, pixels captioner + lexical reasoner")
     print(f"{'length':>8} {'accuracy':>9} {'confident':>9} {'llm/q':>6} {'capt/q':>7} {'iter/q':>6} "
-          f"{'2nd acc':>8} {'2nd capt/q':>10} {'2nd llm/q':>9}")
+          f"{'2nd acc':>8} {'2nd capt/q':>10} {'2nd llm/q':>9} {'2nd/1st capt':>12}")
     first_all = [o for r in reports for o in r.first]
     second_all = [o for r in reports for o in r.second]
     accuracies = []
     for r in reports:
         acc = statistics.mean(o.correct for o in r.first)
         accuracies.append(acc)
+        c1, c2 = sum(o.caption_calls for o in r.first), sum(o.caption_calls for o in r.second)
         print(f"{r.minutes:>6} m {acc:>9.0%} {statistics.mean(o.confident for o in r.first):>9.0%} "
               f"{statistics.mean(o.llm_calls for o in r.first):>6.2f} "
               f"{statistics.mean(o.caption_calls for o in r.first):>7.2f} "
               f"{statistics.mean(o.iterations for o in r.first):>6.2f} "
               f"{statistics.mean(o.correct for o in r.second):>8.0%} "
               f"{statistics.mean(o.caption_calls for o in r.second):>10.2f} "
-              f"{statistics.mean(o.llm_calls for o in r.second):>9.2f}")
+              f"{statistics.mean(o.llm_calls for o in r.second):>9.2f} "
+              f"{(c2 / c1 if c1 else 0.0):>12.0%}")
     accuracy = statistics.mean(o.correct for o in first_all)
     llm = statistics.mean(o.llm_calls for o in first_all)
     captions_1 = sum(o.caption_calls for o in first_all)
     captions_2 = sum(o.caption_calls for o in second_all)
     ratio = captions_2 / captions_1 if captions_1 else 0.0
     spread = max(accuracies) - min(accuracies)
-    by_kind = {k: statistics.mean(o.correct for o in first_all if o.kind == k)
-               for k in ("code", "count", "colour", "background")}
+    kinds = list(dict.fromkeys(o.kind for o in first_all))  # in the order the set asks them
+    by_kind = {k: statistics.mean(o.correct for o in first_all if o.kind == k) for k in kinds}
     print("by question kind: " + ", ".join(f"{k} {v:.0%}" for k, v in by_kind.items()))
     print(f"overall accuracy {accuracy:.1%} (spread across lengths {spread:.0%})  "
           f"[target >= {TARGET_ACCURACY:.0%}, flat: {'PASS' if accuracy >= TARGET_ACCURACY else 'FAIL'}]")
@@ -327,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean captioner calls per question {statistics.mean(o.caption_calls for o in first_all):.2f} (pass 1), "
           f"{statistics.mean(o.caption_calls for o in second_all):.2f} (pass 2)")
     # The first question about a needle starts from coarse memory alone; the next three start from what it found.
-    opening = [o for o in first_all if o.kind == "code"]
-    rest = [o for o in first_all if o.kind != "code"]
+    opening, rest = [], []
+    for r in reports:
+        seen: set[int] = set()
+        for o in r.first:
+            (rest if o.needle in seen else opening).append(o)
+            seen.add(o.needle)
     print(f"pass 1, first question per needle: accuracy {statistics.mean(o.correct for o in opening):.0%}, "
           f"{statistics.mean(o.llm_calls for o in opening):.2f} LLM calls, "
           f"{statistics.mean(o.caption_calls for o in opening):.2f} captioner calls, "
@@ -338,12 +205,51 @@ def main(argv: list[str] | None = None) -> int:
     print(f"second pass captioner calls {captions_2} vs {captions_1} in the first: {ratio:.0%}, "
           f"{captions_1 - captions_2} saved by memory reuse  [target <= {TARGET_REUSE:.0%}: "
           f"{'PASS' if ratio <= TARGET_REUSE else 'FAIL'}]")
-    if args.json:
-        args.json.write_text(json.dumps({"reports": [asdict(r) for r in reports], "accuracy": accuracy,
-                                         "llm_calls_per_question": llm, "second_pass_caption_ratio": ratio}, indent=1))
-    print(f"(videos and memory kept in {workdir})")
     ok = accuracy >= TARGET_ACCURACY and llm <= TARGET_LLM_CALLS and ratio <= TARGET_REUSE
-    return 0 if ok else 1
+    return {"set": name, "reports": [asdict(r) for r in reports], "accuracy": accuracy,
+            "llm_calls_per_question": llm, "second_pass_caption_ratio": ratio, "accuracy_by_kind": by_kind,
+            "pass": ok}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", default="10,30,60,120", help="haystack lengths in minutes, comma-separated")
+    parser.add_argument("--needles", type=int, default=5, help="needles per haystack (4 questions each)")
+    parser.add_argument("--set", choices=["tune", "test", "both"], default="both",
+                        help="tune: the set Lucy was developed on; test: the held-out set (default both)")
+    parser.add_argument("--quick", action="store_true", help="a quick subset: 10 and 30 minutes, 3 needles")
+    parser.add_argument("--preset", default="live", help="memory-level preset (default live: T = 60/10/2 s)")
+    parser.add_argument("--seed", type=int, default=1, help="seed (each set draws its own videos from it)")
+    parser.add_argument("--workdir", type=Path, help="keep videos and memory here (reused by later runs)")
+    parser.add_argument("--json", type=Path, help="also write every question's outcome to this file")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every question as it is answered")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.lengths, args.needles = "10,30", 3
+    lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+    names = ["tune", "test"] if args.set == "both" else [args.set]
+    most = min(MAX_NEEDLES[name] for name in names)
+    if not 1 <= args.needles <= most:
+        parser.error(f"--needles must be 1 to {most}")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lucy-needle-"))
+    reports: dict[str, list[LengthReport]] = {name: [] for name in names}
+    for name in names:
+        for minutes in lengths:
+            print(f"[{name}] haystack {minutes} min: generating, ingesting and captioning coarse memory...",
+                  flush=True)
+            settings, questions, prep, coarse = prepare(workdir, name, minutes, args.needles, args.seed, args.preset)
+            reset_question_memory(settings)
+            report = LengthReport(name, minutes, prep, coarse)
+            began = time.perf_counter()
+            report.first, report.second = asyncio.run(ask_all(settings, name, minutes, questions, args.verbose))
+            print(f"  ready in {prep:.0f} s ({coarse} coarse nodes); {len(questions)} questions x 2 passes in "
+                  f"{time.perf_counter() - began:.0f} s", flush=True)
+            reports[name].append(report)
+    results = [summarise(name, reports[name], args.needles, args.preset) for name in names]
+    if args.json:
+        args.json.write_text(json.dumps({"sets": results}, indent=1))
+    print(f"(videos and memory kept in {workdir})")
+    return 0 if all(r["pass"] for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # imported where used: `lucy config show` need not load inges
     from lucy.recorder import RecorderObserver, Recording
 
 EXIT_ERROR = 1  # bad input, unreachable source, damaged file (what could be stored was kept)
+EXIT_NO_STREAM = 2  # `lucy search`: the data directory has no stream of that name
+SEARCH_LINES = 3  # lines of a caption `lucy search` shows per hit (those with the query's words)
 
 
 def _settings(args: argparse.Namespace, **flags: Any) -> LucySettings:
@@ -83,7 +85,7 @@ def _ingest_line(stream: str, line: _StatusLine) -> RecorderObserver:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from lucy.backends import builder_captioner, builder_transcriber
+    from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
     from lucy.memory.nodes import INGEST_ORIGIN
     from lucy.memory.sqlite_store import open_memory
     from lucy.recorder import StreamRecorder
@@ -94,7 +96,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     try:
         recorder = StreamRecorder(settings, args.source, args.stream, memory, builder_captioner(settings),
                                   realtime=args.realtime, observer=_ingest_line(args.stream, line),
-                                  transcriber=builder_transcriber(settings))
+                                  transcriber=builder_transcriber(settings), embedder=builder_embedder(settings))
 
         def terminate(signum: int, _frame: object) -> None:
             # Stop cleanly: frames already decoded are committed and the summary printed.
@@ -226,6 +228,97 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_level(value: str) -> str:
+    from lucy.memory.transcribers import SPEECH_LEVEL
+
+    return value if value == SPEECH_LEVEL else _memory_level(value)
+
+
+def _search_limit(value: str) -> int:
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 100:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to 100")
+    return limit
+
+
+def _excerpt(text: str, query: str, lines: int, width: int = 100) -> list[str]:
+    """At most ``lines`` lines of ``text``, each cut to ``width`` characters: those with the most words of
+    ``query`` (the first lines when none has one), in their order, and a line saying how many were left out."""
+    import re
+    import textwrap
+
+    words = {w for w in re.findall(r"\w+", query.lower()) if len(w) >= 4 or any(c.isdigit() for c in w)}
+    all_lines = [line.strip() for line in text.splitlines() if line.strip()] or [""]
+    found = [sum(w in line.lower() for w in words) for line in all_lines]
+    best = sorted(range(len(all_lines)), key=lambda i: (-found[i], i))[:lines]
+    chosen = sorted(i for i in best if found[i]) or list(range(min(lines, len(all_lines))))
+    out = [textwrap.shorten(all_lines[i], width, placeholder=" …") for i in chosen]
+    if len(all_lines) > len(chosen):
+        out.append(f"… {len(all_lines) - len(chosen)} more lines")
+    return out
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from lucy.ingest import check_stream_name, open_frames
+    from lucy.memory.embedders import make_embedder
+    from lucy.memory.nodes import INGEST_ORIGIN
+    from lucy.memory.retrieval import MemoryIndex
+    from lucy.memory.sqlite_store import open_existing_memory
+
+    settings = _settings(args)
+    stream = check_stream_name(args.stream)
+    text = args.text.strip()
+    if not text:
+        raise LucyError("the search text is empty")
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        raise LucyError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
+    memory = open_existing_memory(settings)  # reading never creates a memory store
+    try:
+        known = set(open_frames(settings).names()) | set(memory.streams() if memory is not None else ())
+        if stream not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            print(f"lucy: error: no stream named {stream!r} in {settings.data} (streams: {listed})", file=sys.stderr)
+            return EXIT_NO_STREAM
+        hits, mode = [], "words only: the stream has no memory yet"
+        if memory is not None:
+            embedder = make_embedder(settings)
+            if embedder is not None:
+                mode = f"words + meaning ({embedder.name} {embedder.model})"
+            elif settings.embedder.backend == "none":
+                mode = "words only: embedder.backend is 'none'"
+            else:  # make_embedder logged why
+                mode = f"words only: the {settings.embedder.backend} embedder cannot run on this machine"
+            try:
+                hits = MemoryIndex(memory, embedder).search(stream, text, level=args.level, start=args.start,
+                                                            end=args.end, limit=args.limit)
+            finally:
+                if embedder is not None:
+                    embedder.close()
+    finally:
+        if memory is not None:
+            memory.close()
+    if args.json:
+        print(json.dumps([{"stream": h.node.stream, "level": h.node.level, "start": h.node.start,
+                           "end": h.node.end, "text": h.node.text, "score": h.score, "lexical_rank": h.lexical_rank,
+                           "semantic_rank": h.semantic_rank, "similarity": h.similarity, "node_id": h.node.id,
+                           "origin": h.node.origin} for h in hits]))
+        return 0
+    print(f"{stream}: {len(hits)} {'match' if len(hits) == 1 else 'matches'} for {text!r}")
+    print(f"searched by {mode}")
+    if not hits:
+        print(f"no memory matches; try other words or `lucy memory --stream {stream}`")
+    for hit in hits:
+        node = hit.node
+        made = "" if node.origin == INGEST_ORIGIN else f", {node.origin}"
+        print(f"[{_clock(node.start)} - {_clock(node.end)}] {node.level}{made}  score {hit.score:.3f}")
+        for line in _excerpt(node.text, text, SEARCH_LINES):
+            print(f"    {line}")
+    return 0
+
+
 def cmd_config_show(args: argparse.Namespace) -> int:
     settings = _settings(args)
     shown = settings.model_dump(mode="json")
@@ -290,6 +383,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", dest="end", type=float, metavar="T", help="up to media second T")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_memory)
+
+    p = sub.add_parser("search", parents=[common], help="find the moments of a stream's memory that match some words")
+    p.add_argument("text", help="what to look for, in your own words")
+    p.add_argument("--stream", required=True, help="stream name")
+    p.add_argument("--level", type=_search_level, help=f"{LEVEL_NAMES_HELP}; speech for what was said (default: all)")
+    p.add_argument("--start", type=float, metavar="T", help="from media second T")
+    p.add_argument("--end", type=float, metavar="T", help="up to media second T")
+    p.add_argument("--limit", type=_search_limit, default=20, metavar="N", help="at most N matches (1-100, default 20)")
+    p.add_argument("--json", action="store_true", help="print the matches as one JSON list")
+    p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("streams", parents=[common], help="list the streams of a data directory")
     p.add_argument("--json", action="store_true")

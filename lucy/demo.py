@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from lucy.backends import Backends, builder_captioner, builder_transcriber
+from lucy.backends import Backends, builder_captioner, builder_embedder, builder_transcriber
 from lucy.config import LucySettings
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.sqlite_store import open_memory
@@ -142,7 +142,8 @@ def run_demo(settings: LucySettings, workdir: Path | None = None, *, realtime: b
     memory = open_memory(settings)
     try:
         recorder = StreamRecorder(settings, str(video), "demo", memory, builder_captioner(settings),
-                                  realtime=realtime, drain_timeout=120, transcriber=builder_transcriber(settings))
+                                  realtime=realtime, drain_timeout=120, transcriber=builder_transcriber(settings),
+                                  embedder=builder_embedder(settings))
         recording = _Recording(recorder)
         try:
             asyncio.run(_questions(settings, memory, recording))

@@ -32,6 +32,7 @@ from lucy.ingest import FrameStore, FrameStores, Ingestor, IngestResult, IngestS
 from lucy.ingest.lock import Holder
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.base import Captioner
+from lucy.memory.embedders import Embedder
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import StreamProgress
@@ -90,8 +91,8 @@ class RecorderObserver:
 class StreamRecorder:
     """Records one source into one stream of a data directory: frames, and with a captioner coarse captions.
 
-    The recorder owns ``captioner`` (it is closed when :meth:`run` returns) but not ``memory`` (its opener closes
-    it). ``frames`` is the data directory's frame-store catalogue (default: the one ``settings`` names). One
+    The recorder owns ``captioner`` (it is closed when :meth:`run` returns; so are ``transcriber`` and
+    ``embedder``, through its builder) but not ``memory`` (its opener closes it). ``frames`` is the data directory's frame-store catalogue (default: the one ``settings`` names). One
     recorder records once: :meth:`run` blocks until the end, :meth:`stop` ends it early.
     """
 
@@ -99,7 +100,7 @@ class StreamRecorder:
                  captioner: Captioner | None, *, realtime: bool = False, holder: Holder | None = None,
                  observer: RecorderObserver | None = None, give_up_seconds: float | None = None,
                  drain_timeout: float | None = None, frames: FrameStores | None = None,
-                 transcriber: Transcriber | None = None) -> None:
+                 transcriber: Transcriber | None = None, embedder: Embedder | None = None) -> None:
         self.stream = stream
         self.observer = observer or RecorderObserver()
         self.give_up_seconds = settings.memory.drain_give_up_seconds if give_up_seconds is None else give_up_seconds
@@ -107,7 +108,8 @@ class StreamRecorder:
         self.ingestor = Ingestor(settings, source, stream, realtime=realtime, on_commit=self._on_commit,
                                  holder=holder, frames=frames)
         self.builder = None if captioner is None else CoarseBuilder(settings, stream, memory, captioner,
-                                                                    frames=frames, transcriber=transcriber)
+                                                                    frames=frames, transcriber=transcriber,
+                                                                    embedder=embedder)
         self.live: bool | None = None  # known from the first commit
         self._stopping = threading.Event()
 

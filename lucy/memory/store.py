@@ -7,15 +7,23 @@ connections and files to itself. Whoever wants to see what is stored (the server
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from lucy.config import Level
 from lucy.memory.nodes import MemoryNode
 
 log = logging.getLogger(__name__)
+
+
+def text_hash(text: str) -> str:
+    """A short digest of a node's text: a stored vector is of the text whose digest it carries."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 class MemoryObserver:
@@ -96,9 +104,35 @@ class MemoryStore(ABC):
                end: float | None = None, limit: int = 20) -> list[tuple[MemoryNode, float]]:
         """Full-text search over node text; best first, with a relevance score (higher is better)."""
 
+    def versions(self, stream: str) -> dict[int, float]:
+        """Id -> ``created`` of every node of a stream, without their text: what a cache of the stream's nodes
+        compares to find nodes added, deleted or rewritten (a rewrite sets ``created`` anew)."""
+        return {node.id: node.created for node in self.nodes(stream) if node.id is not None}
+
+    def fingerprint(self, stream: str) -> tuple[object, ...]:
+        """A cheap value that changes whenever :meth:`versions` would (checked before reading them all)."""
+        versions = self.versions(stream)
+        return len(versions), max(versions, default=0), sum(versions.values())
+
     @abstractmethod
     def captioned_until(self, stream: str, level: str = Level.COARSE) -> float:
         """End of the last contiguous ingest-made node of ``level`` from time 0 (0.0 when none)."""
+
+    # ----------------------------------------------------------------------------------- vectors
+
+    @abstractmethod
+    def vectors(self, model: str, node_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored ``model`` vectors (float32) of those nodes whose vector is of their current text; nodes
+        without one are left out."""
+
+    @abstractmethod
+    def put_vectors(self, model: str, vectors: Mapping[int, np.ndarray], *,
+                    text_hashes: Mapping[int, str] | None = None) -> None:
+        """Store ``model`` vectors of nodes (replacing earlier ones), in one transaction. ``text_hashes``:
+        :func:`text_hash` of the text each vector was made from (default: the node's text now); a vector of a
+        text the node no longer holds is never returned by :meth:`vectors`. Vectors of nodes that are gone are
+        dropped; a node's vectors go with it (deleted, replaced, its stream deleted) and with a change of its
+        text."""
 
     # ----------------------------------------------------------------------------------- streams
 

@@ -49,6 +49,7 @@ class TextLine:
     confidence: float  # 0-100
     x: float  # centre of the line, as a fraction of the picture's width / height
     y: float
+    box: tuple[float, float, float, float] | None = None  # (left, top, right, bottom), fractions as x / y
 
 
 class OcrEngine(Protocol):
@@ -161,7 +162,8 @@ class TesseractEngine:
                 continue
             x0, y0, x1, y1 = box
             lines.append(TextLine(" ".join(text.split()), float(item.Confidence(level)),
-                                  (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height))
+                                  (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height,
+                                  (x0 / gray.width, y0 / gray.height, x1 / gray.width, y1 / gray.height)))
         api.Clear()
         return lines
 
@@ -291,7 +293,8 @@ class RapidOcrEngine:
             if text.strip():
                 pieces.append((" ".join(text.split()), float(score) * 100.0, float(box[:, 0].min()),
                                float(box[:, 0].max()), float(box[:, 1].min()), float(box[:, 1].max())))
-        return [TextLine(text, confidence, (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height)
+        return [TextLine(text, confidence, (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height,
+                         (x0 / gray.width, y0 / gray.height, x1 / gray.width, y1 / gray.height))
                 for text, confidence, x0, x1, y0, y1 in _join_rows(pieces)]
 
     def close(self) -> None:

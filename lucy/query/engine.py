@@ -24,8 +24,9 @@ question asked twice needs no new captions. No prompt exceeds the context budget
 (texts clipped, the least relevant memories dropped). The loop yields a :class:`TraceStep` per step.
 
 The loop itself (:class:`_QuestionLoop`, :meth:`~_QuestionLoop.execute`) reads as the steps above; each job is a
-part of its own: the question's view of memory (:mod:`lucy.query.memory_view`), ranking and packing memories
-into prompts (:mod:`lucy.query.packing`), captions made on demand (:mod:`lucy.query.captioning`), the tail
+part of its own: the question's view of memory (:mod:`lucy.query.memory_view`), the similarity of memories to the
+question (:mod:`lucy.query.semantic`), ranking memories by words and meaning and packing them into prompts
+(:mod:`lucy.query.packing`), captions made on demand (:mod:`lucy.query.captioning`), the tail
 (:mod:`lucy.query.tail`), summary levels (:mod:`lucy.query.summaries`), sparse initialisation and localisation
 (:mod:`lucy.query.localisation`), searching a span (:mod:`lucy.query.search`), the answering agent
 (:mod:`lucy.query.answering`) and the result (:mod:`lucy.query.result`).
@@ -37,6 +38,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lucy.config import Level, LucySettings, Preset
 from lucy.errors import LucyError
@@ -53,9 +55,13 @@ from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import AnswerReply, Question, Reasoner
 from lucy.query.result import done_step, make_result
 from lucy.query.search import SpanSearcher
+from lucy.query.semantic import QuestionSimilarity
 from lucy.query.summaries import SummaryLevels
 from lucy.query.tail import caption_tail
 from lucy.query.trace import QueryResult, TraceRecorder, TraceStep
+
+if TYPE_CHECKING:
+    from lucy.memory.retrieval import MemoryIndex
 
 MIN_BUDGET_TOKENS = 256  # the least a prompt gets, however small the configured budget
 
@@ -87,7 +93,8 @@ class QueryEngine:
     captioner, reasoner); backends are chosen by the caller. Several questions may run at once."""
 
     def __init__(self, *, frames: FrameStore, memory: MemoryStore, reasoner: Reasoner, captioner: Captioner | None,
-                 preset: Preset, config: QueryConfig | None = None, coarse_instruction: str = "") -> None:
+                 preset: Preset, config: QueryConfig | None = None, coarse_instruction: str = "",
+                 index: MemoryIndex | None = None) -> None:
         self.frames = frames
         self.memory = memory
         self.reasoner = reasoner
@@ -95,6 +102,7 @@ class QueryEngine:
         self.preset = preset
         self.config = config or QueryConfig()
         self.coarse_instruction = coarse_instruction
+        self.index = index  # similarity of memories to a question (None: ranking by words alone)
         self.stream = frames.name
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
@@ -147,6 +155,7 @@ class _QuestionLoop:
     localiser: Localiser
     searcher: SpanSearcher
     answerer: Answerer
+    similarity: QuestionSimilarity
 
     def __init__(self, engine: QueryEngine, text: str, options: tuple[str, ...]) -> None:
         self.engine = engine
@@ -171,6 +180,7 @@ class _QuestionLoop:
         if top_down:
             async for step in self.summaries.build():
                 yield step
+        await self.similarity.update()
 
         # 1. answer from coarse memory (and what earlier questions found inside the horizon)
         answer = await self.answerer.answer(self.view.below_summaries(), final=False)
@@ -192,10 +202,13 @@ class _QuestionLoop:
             self.trace.iteration = round_
             span, instruction, step = await self.localiser.localise(candidates)
             yield step
+            self.localiser.opened(span)
             yield await self.searcher.search(span, instruction)
+            await self.similarity.update()
             if self.span_captioner.down is not None:
                 break  # deeper memory cannot be made now: rounds would find nothing new
             answer = await self.answerer.answer(sorted(self.view.current), final=False)
+            self.localiser.answered(answer.reply)
             yield answer.step
             if answer.reply is not None:
                 last = answer.reply
@@ -231,6 +244,7 @@ class _QuestionLoop:
                            finished=finished)
         self.view = view = MemoryView.of_nodes(nodes, preset=engine.preset, horizon=horizon, grid=grid,
                                                coarse_instruction=engine.coarse_instruction)
+        self.similarity = QuestionSimilarity(engine.index, view, question)
         packer = PromptPacker(view, question, self.budget)
         self.span_captioner = SpanCaptioner(view=view, frames=engine.frames, captioner=engine.captioner,
                                             memory=engine.memory, slots=engine._caption_slots(),

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from lucy.backends import Backends
 from lucy.config import LucySettings
 from lucy.memory.captioners.base import Captioner
+from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
 from lucy.query.engine import QueryConfig, QueryEngine
 from lucy.query.reasoners import Reasoner
@@ -32,12 +33,20 @@ async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStor
     own_memory, own_backends = memory is None, backends is None
     memory = open_memory(settings) if memory is None else memory
     backends = Backends() if backends is None else backends
+    # A store of the caller's is shared, with its index; one opened here lives as long as the engine, and so does its
+    # index (the vectors stay stored, only the in-process cache goes).
+    if own_memory:
+        embedder = backends.embedder(settings)
+        index = None if embedder is None else MemoryIndex(memory, embedder)
+    else:
+        index = backends.index(settings, memory)
     try:
         yield QueryEngine(frames=frames, memory=memory,
                           reasoner=reasoner if reasoner is not None else backends.reasoner(settings),
                           captioner=captioner if captioner is not None else backends.captioner(settings),
                           preset=settings.levels, config=QueryConfig.from_settings(settings),
-                          coarse_instruction=settings.captioner.coarse_instruction)
+                          coarse_instruction=settings.captioner.coarse_instruction,
+                          index=index)
     finally:
         if own_backends:
             await backends.aclose()

@@ -1,20 +1,44 @@
 """Where a question looks: sparse initialisation (the selecting agent picks the most relevant coarse spans) and,
-in each round, the one span of the current memory to search next with what to look for in it (the localisation
-agent, localisation and instruction in one call)."""
+in each round, the one span to search next with what to look for in it (the localisation agent, localisation and
+instruction in one call).
+
+Localisation explores. The localiser remembers each span a round opened and whether the answer that followed
+rests on something inside it. Where a search found nothing the answer could use, the spans inside it are dead
+ends: digging deeper where nothing was found is how a question spends all its rounds in one corner of the
+video. The candidates are the spans of the current memory not searched yet, less the dead ends, and the coarse
+spans nobody has opened yet; both agents (the lexical one and a model) see the same candidates, each with a note
+of what is known of it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 from lucy.config import Level, summary_depth
 from lucy.query import prompts
 from lucy.query.memory_view import MEMORY_LEVELS, MemoryView, Span, SpanKey, ViewItem, memory_depth, span_key
 from lucy.query.packing import PromptPacker
-from lucy.query.reasoners.base import Question, Reasoner, ReasonerError
+from lucy.query.reasoners.base import AnswerReply, Question, Reasoner, ReasonerError
 from lucy.query.summaries import SummaryLevels
+from lucy.query.text import terms
 from lucy.query.trace import TraceRecorder, TraceStep
 
 CANDIDATE_SHARE = 0.3  # of the localise prompt's budget (after the question) for the list of candidates
+UNOPENED = "not opened yet"
+FRUITFUL = "inside a span where the answer found evidence"
+RARE_SHARE = 0.25  # a question word held by at most this share of memories names a place (see _names_the_subject)
+
+
+@dataclasses.dataclass
+class _Opened:
+    """A span a round searched, and whether the answer after it rests on something inside it (None: no answer
+    yet)."""
+
+    span: Span
+    found: bool | None = None
+
+    def holds(self, start: float, end: float) -> bool:
+        return self.span.start - 1e-6 <= start and end <= self.span.end + 1e-6
 
 
 class Localiser:
@@ -33,6 +57,7 @@ class Localiser:
         self.origin = origin
         # Candidates' order: the chosen coarse spans first (best first), then their neighbours.
         self._candidate_order: dict[int, int] = {}
+        self._opened: list[_Opened] = []
 
     # --------------------------------------------------------------------------------------- sparse initialisation
 
@@ -118,7 +143,9 @@ class Localiser:
     # --------------------------------------------------------------------------------------- each round
 
     def candidates(self) -> list[ViewItem]:
-        """Spans of the current memory not searched yet, one item each (their plain caption when there is one).
+        """The spans a round may search, one item each (their plain caption when there is one), best first by the
+        engine's order: spans of the current memory not searched yet and not inside a span searched in vain, then
+        coarse spans no round has opened yet, the most relevant first.
 
         Spans are those of each level's grid: a caption made when the horizon was earlier (a partial span) stands
         for the whole grid span, so the same stretch is never offered twice."""
@@ -131,7 +158,7 @@ class Localiser:
                 continue
             start, end = view.grid_span(item.level, item.start)
             key = span_key(item.level, start, end)
-            if key in view.searched or key in seen:
+            if key in view.searched or key in seen or self._dead_end(start, end):
                 continue
             seen.add(key)
             if item.level == Level.ULTRA_FINE.value and self._made_by_this_question(key):
@@ -144,7 +171,66 @@ class Localiser:
                 out.append(view.item_for_span(item.level, start, end) or item)
         order = self._candidate_order
         out.sort(key=lambda i: (order.get(i.ref, len(order)), -memory_depth(i.level), i.start))
-        return out
+        return out + self._unopened(seen)
+
+    def _unopened(self, offered: set[SpanKey]) -> list[ViewItem]:
+        """Coarse spans outside the current memory that no round has searched, the most relevant first (and, among
+        equals, the farthest from where rounds have looked)."""
+        view = self.view
+        items = [view.coarse_item(k) for k, (start, end) in enumerate(view.coarse_grid)
+                 if span_key(Level.COARSE.value, start, end) not in view.searched | offered
+                 and view.coarse_item(k).ref not in view.current]
+        if not items:
+            return []
+        relevance = self.packer.relevance(items)
+        looked = [o.span for o in self._opened]
+
+        def distance(item: ViewItem) -> float:
+            return min((abs(item.start - span.start) for span in looked), default=0.0)
+
+        ranked = sorted(range(len(items)), key=lambda i: (-round(relevance[i], 6), -distance(items[i]),
+                                                          items[i].start))
+        return [items[i] for i in ranked]
+
+    def note(self, item: ViewItem) -> str:
+        """What the localiser knows of a candidate span beyond its text."""
+        if item.level == Level.COARSE.value and not any(o.holds(item.start, item.end) for o in self._opened) \
+                and item.ref not in self.view.current:
+            return UNOPENED
+        if any(o.found and o.holds(item.start, item.end) for o in self._opened):
+            return FRUITFUL
+        return ""
+
+    def _dead_end(self, start: float, end: float) -> bool:
+        """Whether ``[start, end)`` lies inside a span a round searched without the answer finding anything there."""
+        return any(o.found is False and o.holds(start, end) and (o.span.end - o.span.start) > (end - start) + 1e-6
+                   for o in self._opened)
+
+    def opened(self, span: Span) -> None:
+        """A round is searching ``span``."""
+        self._opened.append(_Opened(span))
+
+    def answered(self, reply: AnswerReply | None) -> None:
+        """The answer after the last search: the span searched was worth it if the answer rests on something
+        inside it, or if its memories name something the question asks about that few memories name (a model may
+        answer "unknown" without evidence while a caption shows the van whose plate it could not read yet)."""
+        if not self._opened or self._opened[-1].found is not None:
+            return
+        span = self._opened[-1].span
+        cited = reply is not None and any(e.start < span.end and span.start < e.end for e in reply.evidence)
+        self._opened[-1].found = cited or self._names_the_subject(span)
+
+    def _names_the_subject(self, span: Span) -> bool:
+        """Whether a memory inside ``span`` holds a word of the question that at most :data:`RARE_SHARE` of the
+        view's memories hold (words every caption has, like "squares" or "colour", tell no place from another)."""
+        wanted = set(terms(self.question.text))
+        texts = [(item, set(terms(item.shown_text))) for item in self.view.items.values()
+                 if item.level in MEMORY_LEVELS and item.node is not None]
+        if not wanted or not texts:
+            return False
+        rare = {t for t in wanted if sum(1 for _, words in texts if t in words) <= RARE_SHARE * len(texts)}
+        return any(words & rare for item, words in texts
+                   if span.start - 1e-6 <= item.start and item.end <= span.end + 1e-6)
 
     def _made_by_this_question(self, key: SpanKey) -> bool:
         return any(item.node is not None and item.node.origin == self.origin for item in self.view.items_of_span(key))
@@ -156,9 +242,9 @@ class Localiser:
         # Candidates are listed as short lines (at most 30% of the budget, the most relevant first)...
         base = prompts.localise_prompt(question, [], []).tokens
         candidate_budget = base + int(CANDIDATE_SHARE * max(0, self.packer.budget - base))
-        shown_candidates = prompts.pack(lambda v: prompts.localise_prompt(question, [], v),
-                                        [c.as_memory_item() for c in candidates], self.packer.relevance(candidates),
-                                        candidate_budget)
+        offered = [dataclasses.replace(c.as_memory_item(), note=self.note(c)) for c in candidates]
+        shown_candidates = prompts.pack(lambda v: prompts.localise_prompt(question, [], v), offered,
+                                        self.packer.relevance(candidates), candidate_budget)
         shown_refs = {c.ref for c in shown_candidates}
         # ... and the memory with texts fills the rest, candidates' own captions first.
         memory = self.packer.pack(lambda v: prompts.localise_prompt(question, v, shown_candidates),

@@ -93,6 +93,7 @@ class ViewItem:
     node: MemoryNode | None = None  # None for a placeholder
     plain: bool = True  # a span's question-independent caption (not one made with a question's instruction)
     heard: str = ""  # the transcript lines said within the span ("" when none)
+    similarity: float | None = None  # to the question (:mod:`lucy.query.semantic`); None when unknown
 
     @property
     def shown_text(self) -> str:
@@ -101,7 +102,8 @@ class ViewItem:
 
     def as_memory_item(self) -> MemoryItem:
         """The item as prompts show it to an agent."""
-        return MemoryItem(self.ref, self.level, self.start, self.end, self.shown_text, self.instruction)
+        return MemoryItem(self.ref, self.level, self.start, self.end, self.shown_text, self.instruction,
+                          self.similarity)
 
 
 def heard_text(lines: Sequence[TranscriptLine]) -> str:

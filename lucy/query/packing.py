@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from lucy.query import prompts
 from lucy.query.memory_view import MemoryView, ViewItem, memory_depth
 from lucy.query.reasoners.base import MemoryItem, Question
-from lucy.query.text import BM25, terms
+from lucy.query.text import BM25, hybrid_scores, terms
 
 DEPTH_BONUS = 0.15  # per level below coarse: deeper memories are what backtracking went looking for
 INSTRUCTED_BONUS = 0.1  # a caption made with a question's instruction
@@ -24,17 +24,15 @@ class PromptPacker:
         self.focus = frozenset(self._query)  # clipped texts keep the lines that share most terms with these
 
     def relevance(self, items: Sequence[ViewItem]) -> list[float]:
-        """Priority for packing: lexical match with the question (relative to the best match), plus a bonus for
-        depth and for memories made for a question's instructions (they are what backtracking found)."""
+        """Priority for packing: word and meaning match with the question (:func:`lucy.query.text.hybrid_scores`),
+        plus a bonus for depth and for memories made for a question's instructions (they are what backtracking
+        found)."""
         if not items:
             return []
         raw = BM25([item.shown_text for item in items]).scores(self._query)
-        top = max(raw) or 1.0
-        priority = []
-        for item, score in zip(items, raw, strict=True):
-            bonus = DEPTH_BONUS * memory_depth(item.level) + (0.0 if item.plain else INSTRUCTED_BONUS)
-            priority.append(score / top + bonus)
-        return priority
+        matched = hybrid_scores(raw, [item.similarity for item in items])
+        return [score + DEPTH_BONUS * memory_depth(item.level) + (0.0 if item.plain else INSTRUCTED_BONUS)
+                for item, score in zip(items, matched, strict=True)]
 
     def pack(self, build: Callable[[list[MemoryItem]], prompts.Prompt], refs: Sequence[int], *,
              boost: set[int] | None = None, prefer: str = "clip") -> list[MemoryItem]:

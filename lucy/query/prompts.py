@@ -122,8 +122,10 @@ def localise_prompt(question: Question, memory: Sequence[MemoryItem], candidates
         "span must be the ref number of one candidate.",
         _schema_line(example),
     ]
-    lines = [f"[{c.ref}] {c.level} {_t(c.start)}-{_t(c.end)}s" for c in candidates]
-    user = (f"{memory_block(memory)}\n\nCandidate spans (not searched yet):\n" + "\n".join(lines) +
+    lines = [f"[{c.ref}] {c.level} {_t(c.start)}-{_t(c.end)}s" + (f" ({c.note})" if c.note else "")
+             for c in candidates]
+    user = (f"{memory_block(memory)}\n\nCandidate spans (not searched yet; spans inside a searched span where the "
+            "answer found nothing are left out):\n" + "\n".join(lines) +
             f"\n\n{question_block(question)}")
     return Prompt("\n".join(rules), user)
 

@@ -139,6 +139,29 @@ class BM25:
         return [self.score(q, i) for i in range(self._n)]
 
 
+SEMANTIC_WEIGHT = 0.5  # of the meaning score against the word score (1.0 for the best word match)
+
+
+def hybrid_scores(lexical: Sequence[float], similarity: Sequence[float | None]) -> list[float]:
+    """Word and meaning relevance of a set of memories, in one score each.
+
+    The word score (BM25, say) counts relative to the best of the set, so an exact match of the question's words
+    keeps the lead; the meaning score (cosine similarity to the question) counts relative to the spread of the
+    set, at :data:`SEMANTIC_WEIGHT`, so it decides between memories that share no word with the question and
+    breaks ties between those that do. Without similarities (semantic search off) this is the word score alone.
+    """
+    top = max(lexical, default=0.0)
+    out = [score / top if top > 0 else 0.0 for score in lexical]
+    known = [s for s in similarity if s is not None]
+    if len(known) < 2:
+        return out
+    low, high = min(known), max(known)
+    if high - low < 1e-6:
+        return out
+    return [score + (SEMANTIC_WEIGHT * (s - low) / (high - low) if s is not None else 0.0)
+            for score, s in zip(out, similarity, strict=True)]
+
+
 def normalise_phrase(text: str) -> str:
     """Lower case, single spaces, punctuation except code separators dropped: for exact-phrase matching."""
     return " ".join(_WORD.findall(text.lower()))

@@ -1,4 +1,5 @@
-"""What the memory routes show: a page of a stream's memory nodes, and a stored frame as a JPEG.
+"""What the memory routes show: a page of a stream's memory nodes, the nodes that match a search (with a link to
+the frame of each), and a stored frame as a JPEG.
 
 Blocking (memory store and frame store I/O): call in a worker thread.
 """
@@ -6,10 +7,13 @@ Blocking (memory store and frame store I/O): call in a worker thread.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
+from lucy.errors import StoreError
 from lucy.service.errors import NotFound
 from lucy.service.events import node_json
 from lucy.service.state import Service
@@ -26,6 +30,33 @@ def memory_page(svc: Service, name: str, *, level: str | None, start: float, end
     truncated = len(nodes) > limit
     nodes = nodes[-limit:] if latest else nodes[:limit]
     return {"stream": name, "level": level, "start": start, "end": end, "nodes": nodes, "truncated": truncated}
+
+
+def search_page(svc: Service, name: str, query: str, *, level: str | None, start: float | None,
+                end: float | None, limit: int) -> dict[str, Any]:
+    """The memory nodes that best match ``query`` (by words, and by meaning when the server has an embedder),
+    best first, each with the URL of its frame at its middle time."""
+    hits = svc.index.search(name, query, level=level, start=start, end=end, limit=limit)
+    frame_at = frame_urls(svc, name)
+    return {"stream": name, "query": query, "semantic": svc.index.available,
+            "hits": [{"node_id": h.node.id, "level": h.node.level, "start": h.node.start, "end": h.node.end,
+                      "text": h.node.text, "origin": h.node.origin, "score": h.score, "lexical_rank": h.lexical_rank,
+                      "semantic_rank": h.semantic_rank, "similarity": h.similarity,
+                      "frame_url": frame_at((h.node.start + h.node.end) / 2)} for h in hits]}
+
+
+def frame_urls(svc: Service, name: str) -> Callable[[float], str | None]:
+    """A function of a media time: the frames endpoint's URL for it, or None when :func:`frame_jpeg` would find
+    no frame (no video stored, retention deleted it, not ingested yet)."""
+    try:
+        store = svc.reader(name)
+        times = store.times()
+        first, last = (float(times[0]), float(times[-1]) + 1.0 / store.info().stored_fps) if len(times) else (0, -1)
+        first = max(first, store.available_from())
+    except (NotFound, StoreError):
+        first, last = 0.0, -1.0
+    base = f"/v1/streams/{quote(name, safe='')}/frames?t="
+    return lambda t: f"{base}{t:.3f}" if first <= t <= last else None
 
 
 def frame_jpeg(svc: Service, name: str, t: float, width: int | None) -> tuple[bytes, float]:

@@ -254,7 +254,8 @@ class QuestionService:
         engine = QueryEngine(frames=frames, memory=self.memory, reasoner=backends.reasoner(settings),
                              captioner=None if shared is None else MeteredCaptioner(shared, stats),
                              preset=settings.levels, config=QueryConfig.from_settings(settings),
-                             coarse_instruction=settings.captioner.coarse_instruction)
+                             coarse_instruction=settings.captioner.coarse_instruction,
+                             index=backends.index(settings, self.memory))
         run = engine.run(question, options)
         async for step in run:
             yield "step", step.to_json()

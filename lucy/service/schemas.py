@@ -185,6 +185,31 @@ class MemoryOut(BaseModel):
     truncated: bool
 
 
+class SearchHitOut(BaseModel):
+    """One memory node that matches a search, with how it matched."""
+
+    node_id: int | None
+    level: str
+    start: float
+    end: float
+    text: str
+    origin: str
+    score: float = Field(description="Fused relevance; higher is better.")
+    lexical_rank: int | None = Field(description="Rank among the word matches (1: best; None: no word matched).")
+    semantic_rank: int | None = Field(description="Rank by meaning (None: not among the nearest, or words only).")
+    similarity: float | None = Field(description="Cosine similarity of the query and the text (None: words only).")
+    frame_url: str | None = Field(
+        description="The stored frame at the hit's middle time (GET it with the same token); None when the stream "
+                    "has no video or retention has deleted the frames of that time.")
+
+
+class SearchOut(BaseModel):
+    stream: str
+    query: str
+    semantic: bool = Field(description="Whether hits were also ranked by meaning (False: by words only).")
+    hits: list[SearchHitOut]
+
+
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"] = "model"

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest import FrameStore, FrameStores, open_frames
+from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
 from lucy.metrics import MetricsExporter
 from lucy.service.errors import NotFound
@@ -40,6 +41,7 @@ class Service:
     manager: StreamManager
     questions: QuestionService
     exporter: MetricsExporter
+    index: MemoryIndex  # memory search by words and meaning
     ready: bool = False
     readers: dict[str, FrameStore] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -66,8 +68,9 @@ def service(request: Request) -> Service:
 
 
 def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> Service:
-    """The service of ``settings.data``: its stores (``memory`` if given), the stream manager and the questions.
-    Every node stored through the memory store is announced on the event bus (MQTT, the dashboard)."""
+    """The service of ``settings.data``: its stores (``memory`` if given), the stream manager, the questions and
+    the memory search. Every node stored through the memory store is announced on the event bus (MQTT, the
+    dashboard)."""
     from lucy.memory.sqlite_store import open_memory
 
     bus = EventBus()
@@ -75,14 +78,19 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> 
     store = memory or open_memory(settings)
     store.add_observer(NodeAnnouncer(bus))
     manager = StreamManager(settings, store, bus, frames=frames)
-    return Service(settings=settings, frames=frames, memory=store, bus=bus, manager=manager,
-                   questions=QuestionService(settings, manager, store), exporter=MetricsExporter())
+    questions = QuestionService(settings, manager, store)
+    # Search and questions share one index (one embedder in memory, one vector cache), made before any question
+    # runs and closed with the questions' backends. Without an embedder, memory is searched by words only.
+    index = questions.runner.backends.index(settings, store) or MemoryIndex(store, None)
+    return Service(settings=settings, frames=frames, memory=store, bus=bus, manager=manager, questions=questions,
+                   exporter=MetricsExporter(), index=index)
 
 
 def lifespan(settings: LucySettings, memory: MemoryStore | None = None,
              ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """The app's lifespan: build the service, resume the registered streams and start the background tasks;
-    at shutdown stop them, the streams, the questions and the memory store, in that order."""
+    at shutdown stop them, the streams, the questions (and their backends) and the memory store, in that
+    order."""
 
     @contextlib.asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
@@ -125,7 +133,7 @@ async def stop(svc: Service) -> None:
         task.cancel()
     await asyncio.gather(*svc.tasks, return_exceptions=True)
     await asyncio.to_thread(svc.manager.shutdown)
-    await asyncio.to_thread(svc.questions.close)
+    await asyncio.to_thread(svc.questions.close)  # closes the embedder the search shares
     await asyncio.to_thread(svc.memory.close)
 
 

@@ -127,7 +127,7 @@ class StreamRun(RecorderObserver):
                 self.pipe.send(message)
 
     def run(self) -> RunEnd:
-        from lucy.backends import builder_captioner, builder_transcriber
+        from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
         from lucy.memory.sqlite_store import open_memory
         from lucy.metrics.captioning import MeteredCaptioner
         from lucy.service.events import NodeAnnouncer
@@ -144,7 +144,7 @@ class StreamRun(RecorderObserver):
                 self.settings, self.spec.source, name, memory,
                 None if captioner is None else MeteredCaptioner(captioner, self.pipe),
                 realtime=self.spec.realtime, holder=holder, observer=self, give_up_seconds=math.inf,
-                transcriber=builder_transcriber(self.settings))
+                transcriber=builder_transcriber(self.settings), embedder=builder_embedder(self.settings))
             if self._stopping.is_set():
                 self.recorder.stop()
             recording = self.recorder.run()

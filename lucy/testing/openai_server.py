@@ -1,7 +1,8 @@
 """A real OpenAI-compatible HTTP server with scripted replies, for tests and benchmarks.
 
-It speaks the chat-completions API (``POST /v1/chat/completions``, plain JSON or ``stream: true`` SSE) and
-``GET /v1/models`` on ``127.0.0.1`` from a background thread, so clients under test use their real HTTP stack
+It speaks the chat-completions API (``POST /v1/chat/completions``, plain JSON or ``stream: true`` SSE), the
+embeddings API (``POST /v1/embeddings``: deterministic hashed bag-of-words vectors, so texts sharing words are
+near) and ``GET /v1/models`` on ``127.0.0.1`` from a background thread, so clients under test use their real HTTP stack
 (connection pools, timeouts, retries) exactly as against vLLM.
 
 Why FastAPI + uvicorn: the Lucy service is built on them too, so tests exercise the same stack; uvicorn runs a
@@ -19,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import re
@@ -35,7 +37,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-__all__ = ["Reply", "ScriptedOpenAIServer"]
+__all__ = ["Reply", "ScriptedOpenAIServer", "hashed_embedding"]
 
 _STARTUP_TIMEOUT_SECONDS = 15.0
 
@@ -59,6 +61,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)  # e.g. {"retry-after": "0"} on a 429
     content_type: str | None = None
     finish_reason: str = "stop"
+    vectors: int | None = None  # embeddings: how many vectors to send (None: one per input, as a server should)
 
 
 ReplyScript = list[Reply] | Callable[[dict[str, Any]], Reply] | None
@@ -75,7 +78,7 @@ class ScriptedOpenAIServer:
     """
 
     def __init__(self, replies: ReplyScript = None, *, latency: float = 0.0, capacity: int | None = None,
-                 model: str = "scripted-vlm") -> None:
+                 model: str = "scripted-vlm", embedding_dim: int = 64) -> None:
         if latency < 0:
             raise ValueError("latency must be >= 0")
         if capacity is not None and capacity < 1:
@@ -86,6 +89,7 @@ class ScriptedOpenAIServer:
         self.latency = latency
         self.capacity = capacity
         self.model = model
+        self.embedding_dim = embedding_dim
         self.base_url = ""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -203,6 +207,38 @@ class ScriptedOpenAIServer:
                 return _error(503, "server is stopping", "server_error")
             return self._respond(body, reply)
 
+        @app.post("/v1/embeddings")
+        async def embeddings(request: Request) -> Response:
+            try:
+                body = json.loads(await request.body())
+            except ValueError:
+                return _error(400, "request body is not valid JSON", "invalid_request_error")
+            texts = body.get("input") if isinstance(body, dict) else None
+            if isinstance(texts, str):
+                texts = [texts]
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                return _error(400, "'input' must be a string or a list of strings", "invalid_request_error")
+            with self._lock:
+                self.requests.append(body)
+                self.headers.append({k.lower(): v for k, v in request.headers.items()})
+            try:
+                reply = self._next_reply(body)
+            except Exception as err:  # a broken test script: say so instead of hanging the client
+                self.errors.append(f"{type(err).__name__}: {err}")
+                return _error(500, f"scripted reply failed: {err}", "server_error")
+            if not await self._process(self.latency + reply.delay):
+                return _error(503, "server is stopping", "server_error")
+            if reply.raw_body is not None or reply.status != 200:
+                return self._respond(body, reply)
+            count = len(texts) if reply.vectors is None else reply.vectors
+            data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(texts[i % len(texts)],
+                                                                                     self.embedding_dim)}
+                    for i in range(count)] if texts else []
+            tokens = sum(len(t.split()) for t in texts)
+            return JSONResponse({"object": "list", "data": data, "model": str(body.get("model") or self.model),
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
+                                headers=dict(reply.headers))
+
         return app
 
     async def _process(self, seconds: float) -> bool:
@@ -258,6 +294,15 @@ class ScriptedOpenAIServer:
             "usage": usage,
         }
         return JSONResponse(completion, headers=headers)
+
+
+def hashed_embedding(text: str, dim: int) -> list[float]:
+    """A deterministic, unnormalised bag-of-words vector: each lower-cased word adds +-1 at a hashed place."""
+    vector = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        vector[int.from_bytes(digest[:4], "little") % dim] += 1.0 if digest[4] & 1 else -1.0
+    return vector
 
 
 def _reason(status: int) -> str:

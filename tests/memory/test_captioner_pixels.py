@@ -60,9 +60,10 @@ def test_fine_reads_the_text_rendered_into_the_video(store, captioner):
     result = caption(captioner, read_level(store, 10, 20, "fine"), "fine")
     text = result.text
     assert result.frames == 10 and result.extra["frame_size"] == [640, 360]
-    assert '"WELCOME TO LUCY" (top left, seen 10.0-11.0 s)' in text  # shown until 12 s, sampled at 1 fps
+    # shown until 12 s, sampled at 1 fps; white letters on the overlay's black plate
+    assert '"WELCOME TO LUCY" (top left, white letters on black, seen 10.0-11.0 s)' in text
     assert "platform4" in squash(text) and "exit7bleft" in squash(text)
-    assert re.search(r'"PLATFORM 4" \(middle left, seen 13\.0-19\.0 s\)', text)
+    assert re.search(r'"PLATFORM 4" \(middle left, (white letters on black, )?seen 13\.0-19\.0 s\)', text)
     assert result.model.startswith("lucy-pixels-1")
 
 
@@ -81,7 +82,8 @@ def test_coarse_misses_small_text_that_fine_finds(store, captioner):
 
 def test_colours_brightness_and_scene_cuts(store, captioner):
     text = caption(captioner, read_level(store, 0, 30, "fine"), "fine").text
-    scenes = re.findall(r"^- ([\d.]+)-([\d.]+) s: mostly (\w+) \(colours: [^)]*\); ([a-z ]+) \(", text, re.MULTILINE)
+    scenes = re.findall(r"^- ([\d.]+)-([\d.]+) s: mostly (\w+) background \(colours: [^)]*\); ([a-z ]+) \(", text,
+                        re.MULTILINE)
     assert [s[2] for s in scenes] == ["red", "blue", "yellow"]
     assert [s[3] for s in scenes] == ["dim", "dim", "bright"]
     # Cuts are found on every frame (1 fps here), so each is placed to the second.
@@ -91,12 +93,12 @@ def test_colours_brightness_and_scene_cuts(store, captioner):
 def test_counts_squares_and_focuses_on_what_the_instruction_asks(store, captioner):
     clip = read_level(store, 20, 30, "fine")
     full = caption(captioner, clip, "fine").text
-    assert re.search(r"3 green squares \(2[12]\.0-28\.0 s\)", full)
+    assert re.search(r"3 green squares \(middle right, 2[12]\.0-28\.0 s\)", full)
     assert "1 white square" in full  # the moving square
     focused = caption(captioner, clip, "fine", "How many squares are on screen?").text
     lines = focused.splitlines()
     assert "Focus: objects" in lines[0] and lines[1].startswith("Objects")  # the asked-for section comes first
-    assert re.search(r"2[12]\.0 s: [^;]*3 green squares", focused)  # per-frame counts when counting is asked
+    assert re.search(r"2[12]\.0 s: [^;]*3 green squares \(middle right\)", focused)  # per-frame counts when asked
     assert "3 green squares" not in caption(captioner, read_level(store, 0, 10, "fine"), "fine").text
 
 

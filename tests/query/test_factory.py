@@ -24,9 +24,10 @@ def test_engines_share_the_backends_they_are_given(tmp_path: Path) -> None:
             pass
         async with open_engine(settings, "cam", backends=backends) as second:
             pass
-        # One guarded captioner (its cap on captions in flight spans both engines) and one reasoner.
+        # One guarded captioner (its cap on captions in flight spans both engines), one embedder, one reasoner.
         assert first.captioner is second.captioner and isinstance(first.captioner, GuardedCaptioner)
-        assert first.reasoner is second.reasoner and len(backends) == 2
+        assert first.index is not None and first.index.embedder is second.index.embedder
+        assert first.reasoner is second.reasoner and len(backends) == 3
         await backends.aclose()
         assert len(backends) == 0
 

@@ -10,6 +10,7 @@ import pytest
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode, question_origin
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.reasoners.base import AnswerReply, EvidenceSpan, LocaliseReply, SelectReply
+from lucy.query.reasoners.lexical import LexicalReasoner
 
 QUESTION = "What was the plate number of the van at the harbor gate?"
 
@@ -194,9 +195,11 @@ def test_sparse_init_widens_by_neighbours(tmp_path, fakes):
     memory = SQLiteMemoryStore(tmp_path / "m.sqlite")
     memory.add_many(fakes.coarse_nodes("cam", 600, lambda s, e: f"span {int(s // 60)}"))
     offered: list[list[float]] = []
+    unopened: list[list[float]] = []
 
     def localise(q, mem, cands, n):
-        offered.append(sorted(c.start for c in cands))
+        offered.append(sorted(c.start for c in cands if c.note != "not opened yet"))
+        unopened.append(sorted(c.start for c in cands if c.note == "not opened yet"))
         return LocaliseReply(span=cands[0].ref, instruction="x")
 
     reasoner = fakes.ScriptedReasoner(
@@ -206,6 +209,7 @@ def test_sparse_init_widens_by_neighbours(tmp_path, fakes):
                                captioner=fakes.FakeCaptioner(world), memory=memory, max_iterations=1)
     run(engine, "anything")
     assert offered[0] == [60, 120, 180, 360, 420, 480]
+    assert unopened[0] == [0, 240, 300, 540]  # the rest of the video stays within reach, marked as such
 
 
 def test_malformed_agent_replies_are_recorded_not_fatal(tmp_path, fakes, seeded):
@@ -386,3 +390,24 @@ def test_captions_from_an_earlier_horizon_never_make_a_span_searched_twice(tmp_p
     assert searched[0] == ("coarse", 60, 120)
     assert len(searched) == len(set(searched)) == 3
     assert all(end - start in (60, 10, 2) for _, start, end in searched)  # whole grid spans, not leftovers
+
+
+def test_rounds_explore_other_spans_when_a_search_finds_nothing(tmp_path, fakes):
+    """Coarse memory says nothing about the question (the van was too brief for a coarse caption's frames): a
+    search that finds nothing does not send the next rounds into its sub-spans; other coarse spans are opened
+    until the van is found, and the answer rests on it."""
+    def world(level, start, end, instruction):
+        if level == "coarse":
+            return f"an empty street at {start:g}s"
+        if level == "fine":
+            return "a van waits at the harbor gate" if start == 250 else f"street, nothing new at {start:g}s"
+        return "plate KX-4821 on the van" if start == 254 else f"blurred street at {start:g}s"
+
+    memory = SQLiteMemoryStore(tmp_path / "m.sqlite")
+    memory.add_many(fakes.coarse_nodes("cam", 300, lambda s, e: world("coarse", s, e, "")))
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=LexicalReasoner(),
+                               captioner=fakes.FakeCaptioner(world), memory=memory, init_spans=1, neighbours=0)
+    result = run(engine, QUESTION, ["KX-4821", "KX-4281", "MB-1175", "TR-9034"])
+    searched = [(s.level, s.start) for s in result.trace if s.agent == "caption"]
+    assert searched[:2] == [("coarse", 0.0), ("coarse", 240.0)]  # not a fine sub-span of 0-60 s
+    assert result.confident and result.answer == "KX-4821"

@@ -153,7 +153,7 @@ def test_memory_text_cannot_break_out_of_the_data_block():
 
 
 def test_localise_and_select_validate_refs():
-    cands = [MemoryItem(5, "coarse", 0, 60, "a"), MemoryItem(6, "coarse", 60, 120, "b")]
+    cands = [MemoryItem(5, "coarse", 0, 60, "a"), MemoryItem(6, "coarse", 60, 120, "b", note="not opened yet")]
     replies = [Reply('{"span": 99, "instruction": "look"}'), Reply('{"span": 6, "instruction": "look for the van"}'),
                Reply('{"spans": [5], "global_question": false}')]
     with ScriptedOpenAIServer(replies) as server:
@@ -167,6 +167,8 @@ def test_localise_and_select_validate_refs():
         loc, sel = asyncio.run(go())
     assert loc.reply.span == 6 and loc.usage.llm_calls == 2 and sel.reply.spans == [5]
     assert "span 99 is not a candidate" in server.requests[1]["messages"][-1]["content"]
+    # The model is told what the engine knows of each candidate, as the lexical localiser is.
+    assert "[6] coarse 60-120s (not opened yet)" in server.requests[0]["messages"][1]["content"]
     assert all("response_format" not in b for b in server.requests)
 
 

@@ -12,6 +12,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -88,3 +89,73 @@ def test_dashboard_shows_streams_memory_and_answers(shared_server: LucyServer, v
         assert browser.execute_script("return document.getElementById('evidence-frame').naturalWidth") > 0
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] if hasattr(browser, "get_log") else []
     assert not errors, errors
+
+
+def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, videos: dict[str, Path],
+                                                browser: webdriver.Chrome) -> None:
+    from lucy.memory.nodes import MemoryNode
+    from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
+
+    with shared_server.client() as c:
+        r = c.post("/v1/streams", json={"name": "plaza", "source": str(videos["a"])})
+        assert r.status_code == 201, r.text
+    shared_server.wait_captioned("plaza")
+    # Captions are untrusted text: one that looks like HTML must show as text.
+    trap = '<img src=x onerror="document.title=\'owned\'"> a van with PLATE <b>KX</b> at the gate'
+    store = SQLiteMemoryStore(shared_server.data / DB_NAME)
+    try:
+        store.add(MemoryNode(stream="plaza", level="fine", start=30, end=40, text=trap, origin="question:1"))
+    finally:
+        store.close()
+    browser.get(shared_server.url + "/")
+    wait = _wait(browser)
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr[data-stream="plaza"]'))).click()
+    box = browser.find_element(By.ID, "search-input")
+    box.send_keys("plate KX")  # no Enter: the search runs when typing pauses
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#search-results li.hit")) >= 2)
+    cards = browser.find_elements(By.CSS_SELECTOR, "#search-results li.hit")
+    first = next(c for c in cards if "PLATE KX-4821" in c.find_element(By.CSS_SELECTOR, ".caption").text)
+    assert {m.text.lower() for m in first.find_elements(By.CSS_SELECTOR, ".caption mark")} >= {"plate", "kx"}
+    assert first.find_element(By.CSS_SELECTOR, ".level").text == "coarse"
+    assert first.find_element(By.CSS_SELECTOR, ".when").text == "0.0 s–60.0 s"
+    # its thumbnail loads (fetched with the token, shown from a blob URL)
+    wait.until(lambda d: d.execute_script(
+        "const i = document.querySelector('#search-results li.hit img.thumb'); return i && i.naturalWidth > 0"))
+    # the HTML-looking caption is text: no element made from it, nothing run
+    trapped = next(c for c in cards if "onerror" in c.text)
+    assert '<img src=x onerror="document.title=' in trapped.find_element(By.CSS_SELECTOR, ".caption").text
+    assert not trapped.find_elements(By.CSS_SELECTOR, ".caption img, .caption b")
+    assert browser.title.startswith("Lucy") and "owned" not in browser.title
+    # a click shows the whole caption; another folds it again
+    text_before = first.find_element(By.CSS_SELECTOR, ".caption").text
+    first.click()
+    wait.until(lambda d: first.get_attribute("aria-expanded") == "true")
+    full = first.find_element(By.CSS_SELECTOR, ".caption").text
+    assert len(full) >= len(text_before) and "Motion" in full
+    browser.set_window_size(1400, 1000)
+    browser.execute_script("document.getElementById('search-panel').scrollIntoView()")
+    wait.until(lambda d: d.execute_script("return [...document.querySelectorAll('#search-results img.thumb')]"
+                                          ".every((i) => i.naturalWidth > 0)"))
+    browser.save_screenshot("/tmp/lucy-search-1400.png")
+    first.click()
+    wait.until(lambda d: first.get_attribute("aria-expanded") == "false")
+    browser.set_window_size(390, 844)
+    browser.execute_script("document.getElementById('search-panel').scrollIntoView()")
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 390  # no sideways scrolling
+    browser.save_screenshot("/tmp/lucy-search-390.png")
+    browser.set_window_size(1280, 1000)
+    # nothing found, then an error, each said in the panel
+    box.clear()
+    box.send_keys("zzqx")
+    box.send_keys(Keys.ENTER)
+    level = browser.find_element(By.ID, "search-level")
+    level.send_keys("speech")  # the video has no sound: nothing at this level
+    wait.until(EC.text_to_be_present_in_element((By.ID, "search-status"), "No memory of plaza matches"))
+    assert not browser.find_elements(By.CSS_SELECTOR, "#search-results li.hit")
+    box.clear()
+    box.send_keys("x" * 10)
+    browser.execute_script("document.getElementById('search-input').maxLength = 600; "
+                           "document.getElementById('search-input').value = 'y'.repeat(501);")
+    box.send_keys(Keys.ENTER)
+    wait.until(EC.text_to_be_present_in_element((By.ID, "search-status"), "Search failed:"))
+    assert "error" in browser.find_element(By.ID, "search-status").get_attribute("class")

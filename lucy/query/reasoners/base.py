@@ -52,6 +52,10 @@ class MemoryItem:
     end: float
     text: str
     instruction: str = ""  # what the captioner was told to look for (question-made nodes)
+    # Cosine similarity of the memory's text to the question's (an embedder's vectors); None when semantic search
+    # is off or the memory is a placeholder. Only comparable within one question.
+    similarity: float | None = None
+    note: str = ""  # what the engine knows of the span beyond its text ("searched: nothing found")
 
 
 # ------------------------------------------------------------------------------------------------- replies

@@ -1,6 +1,7 @@
 """The embedded reasoner: deterministic lexical retrieval and option scoring, no model, CPU only.
 
-- *select* and *localise* rank spans by BM25 between the question (and its options) and memory text;
+- *select* and *localise* rank spans by BM25 between the question (and its options) and memory text, and by
+  meaning where the engine gives each memory its similarity to the question (an embedder's vectors);
 - *answer* scores each option by how much of what tells it apart from the other options appears in memory,
   weighted by how deep that memory is and how well it matches the question's own words; an open question is
   answered by quoting the line of memory that best matches it;
@@ -29,7 +30,7 @@ from lucy.query.reasoners.base import (
     SummaryReply,
     Usage,
 )
-from lucy.query.text import BM25, clip_text, normalise_phrase, similar, terms
+from lucy.query.text import BM25, clip_text, hybrid_scores, normalise_phrase, similar, terms
 
 _DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
 _DETAILED = ("fine", "ultra_fine")
@@ -287,8 +288,9 @@ class LexicalReasoner(Reasoner):
         pool = list(memory) + [c for c in candidates if c not in memory]
         bm25 = BM25([m.text for m in pool])
         options = [t for o in question.options for t in terms(o)]
-        raw = [a + 0.5 * b for a, b in zip(bm25.scores(question_terms(question.text)), bm25.scores(options),
-                                           strict=True)]
+        raw = hybrid_scores([a + 0.5 * b for a, b in zip(bm25.scores(question_terms(question.text)),
+                                                         bm25.scores(options), strict=True)],
+                            [m.similarity for m in pool])
         best_ref, best_score, best_depth = candidates[0].ref, -1.0, -1
         for c in candidates:  # candidates come best first by the engine's order; ties keep that order...
             inside = [raw[i] * _weight(m.level) for i, m in enumerate(pool)
@@ -318,10 +320,12 @@ class LexicalReasoner(Reasoner):
         bm25 = BM25([s.text for s in spans])
         q = question_terms(question.text)
         o = [t for option in question.options for t in terms(option)]
-        scores = [a + 0.5 * b for a, b in zip(bm25.scores(q), bm25.scores(o), strict=True)]
+        scores = hybrid_scores([a + 0.5 * b for a, b in zip(bm25.scores(q), bm25.scores(o), strict=True)],
+                               [s.similarity for s in spans])
         order = sorted(range(len(spans)), key=lambda i: (-scores[i], i))
         if scores and scores[order[0]] <= 0 and len(spans) > k:
-            # Nothing matches: spread the picks over the video rather than piling them at its start.
+            # Nothing matches, by words or meaning: spread the picks over the video rather than piling them at
+            # its start.
             step = len(spans) / k
             order = [int(i * step) for i in range(k)]
         chosen = [spans[i].ref for i in order[:k]]

@@ -1,4 +1,5 @@
-"""Memory and frames: a stream's memory nodes by time and level, and its stored frames as JPEGs."""
+"""Memory and frames: a stream's memory nodes by time and level, a search of them by words and meaning, and its
+stored frames as JPEGs."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from lucy.config import LEVEL_NAMES_HELP, is_level_name
+from lucy.memory.transcribers import SPEECH_LEVEL
 from lucy.service import memory_pages
 from lucy.service.errors import InvalidRequest
-from lucy.service.schemas import MemoryOut
+from lucy.service.schemas import MemoryOut, SearchOut
 from lucy.service.state import service
 
 router = APIRouter(tags=["memory"])
 
 MAX_NODES = 5000
+MAX_QUERY_CHARS = 500
 
 
 @router.get("/v1/streams/{name}/memory", response_model=MemoryOut,
@@ -40,6 +43,32 @@ async def get_memory(
     await asyncio.to_thread(svc.manager.require, name)
     return await asyncio.to_thread(memory_pages.memory_page, svc, name, level=level, start=start, end=end,
                                    limit=limit, latest=latest)
+
+
+@router.get("/v1/streams/{name}/search", response_model=SearchOut,
+            summary="Memory nodes that match some words (and their meaning), best first")
+async def search_memory(
+    name: str, request: Request,
+    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.",
+                            examples=["orange shapes"])],
+    level: Annotated[str | None, Query(description=f"{LEVEL_NAMES_HELP}, or {SPEECH_LEVEL} (default: all).")] = None,
+    start: Annotated[float | None, Query(ge=0, description="Media seconds: nodes ending after it.")] = None,
+    end: Annotated[float | None, Query(gt=0, description="Media seconds: nodes starting before it.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> dict[str, Any]:
+    svc = service(request)
+    query = q.strip()
+    if not query:
+        raise InvalidRequest("q is empty: say what to look for")
+    if (start is not None and not math.isfinite(start)) or (end is not None and not math.isfinite(end)):
+        raise InvalidRequest("start and end must be finite numbers of seconds")
+    if start is not None and end is not None and end <= start:
+        raise InvalidRequest(f"empty time range: end ({end:g}) must be after start ({start:g})")
+    if level is not None and level != SPEECH_LEVEL and not is_level_name(level):
+        raise InvalidRequest(f"unknown level {level!r}: use {LEVEL_NAMES_HELP}, or {SPEECH_LEVEL}")
+    await asyncio.to_thread(svc.manager.require, name)
+    return await asyncio.to_thread(memory_pages.search_page, svc, name, query, level=level, start=start, end=end,
+                                   limit=limit)
 
 
 @router.get("/v1/streams/{name}/frames", response_class=Response,

@@ -1,11 +1,15 @@
 // Lucy's live dashboard: plain JS, no build step, no external resources.
 // Polls the API every 2 s; the ask box streams the question's trace over SSE (fetch + ReadableStream, since
-// EventSource cannot POST or send an Authorization header). Text from video goes in with textContent only.
+// EventSource cannot POST or send an Authorization header); the search box searches memory as one types.
+// Text from video goes in with textContent / text nodes only, never as HTML.
 "use strict";
 
 const POLL_MS = 2000;
 const SVG_NS = "http://www.w3.org/2000/svg";
 const LEVEL_ROWS = { coarse: 0, fine: 1, ultra_fine: 2 };
+const SEARCH_DELAY_MS = 250;  // typing pauses this long before a search is sent
+const SEARCH_LIMIT = 24;
+const EXCERPT_CHARS = 220;
 const state = { selected: null, streams: [], token: sessionStorage.getItem("lucyToken") || "" };
 
 const $ = (sel) => document.querySelector(sel);
@@ -96,6 +100,7 @@ function select(name) {
   $("#evidence-frame").hidden = true;
   renderStreams();
   refreshSelected();
+  runSearch();
 }
 
 // ------------------------------------------------------------------------------------------------ charts
@@ -295,7 +300,178 @@ async function ask(question) {
   }
 }
 
+// ------------------------------------------------------------------------------------------------ searching
+
+const search = { timer: null, controller: null, seq: 0, blobs: [], observer: null };
+
+function errorMessage(body, status) {
+  if (body && body.error && body.error.message) return body.error.message;
+  if (body && typeof body.detail === "string") return body.detail;
+  return "HTTP " + status;
+}
+
+function queryWords(q) {
+  const words = q.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length >= 2);
+  return [...new Set(words)].sort((a, b) => b.length - a.length);  // the longest first: it wins a tie
+}
+
+// ``text`` as text nodes, with the query's words wrapped in <mark>: never parsed as HTML.
+function highlighted(text, words) {
+  const out = document.createDocumentFragment();
+  if (!words.length) { out.append(text); return out; }
+  const re = new RegExp(words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "giu");
+  let last = 0;
+  for (const m of text.matchAll(re)) {
+    if (m.index > last) out.append(text.slice(last, m.index));
+    out.append(el("mark", {}, m[0]));
+    last = m.index + m[0].length;
+  }
+  out.append(text.slice(last));
+  return out;
+}
+
+// About EXCERPT_CHARS of ``text`` from the line (or, in a long line, the word) where a query word first shows.
+function excerpt(text, words) {
+  if (text.length <= EXCERPT_CHARS) return text;
+  const lower = text.toLowerCase();
+  const found = words.map((w) => lower.indexOf(w)).filter((i) => i >= 0);
+  const at = found.length ? Math.min(...found) : 0;
+  let from = text.lastIndexOf("\n", at) + 1;
+  if (at - from > EXCERPT_CHARS / 2) from = text.indexOf(" ", at - Math.floor(EXCERPT_CHARS / 3)) + 1;
+  let to = Math.min(text.length, from + EXCERPT_CHARS);
+  if (to < text.length && text.lastIndexOf(" ", to) > from + EXCERPT_CHARS / 2) to = text.lastIndexOf(" ", to);
+  return (from ? "… " : "") + text.slice(from, to) + (to < text.length ? " …" : "");
+}
+
+function thumbPlaceholder(text) {
+  return el("div", { class: "thumb none" }, text);
+}
+
+// Thumbnails load when they scroll into view, with the token (an <img src> could not send it).
+async function loadThumb(img) {
+  try {
+    const res = await api(img.dataset.src);
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    const url = URL.createObjectURL(await res.blob());
+    search.blobs.push(url);
+    img.src = url;
+  } catch (err) {
+    img.replaceWith(thumbPlaceholder("frame unavailable"));
+  }
+}
+
+function clearResults() {
+  if (search.observer) search.observer.disconnect();
+  for (const url of search.blobs) URL.revokeObjectURL(url);
+  search.blobs = [];
+  $("#search-results").replaceChildren();
+  $("#search-mode").textContent = "";
+}
+
+function searchStatus(text, isError) {
+  const box = $("#search-status");
+  box.textContent = text || "";
+  box.className = isError ? "error" : "muted";
+  box.hidden = !text;
+}
+
+function hitCard(hit, words) {
+  const card = el("li", { class: "hit", tabindex: "0", "aria-expanded": "false" });
+  if (hit.frame_url) {
+    const img = el("img", { class: "thumb", alt: "frame at " + fmtSeconds((hit.start + hit.end) / 2),
+                            "data-src": hit.frame_url + "&width=480" });
+    search.observer.observe(img);
+    card.append(img);
+  } else {
+    card.append(thumbPlaceholder("no frame (sound only, or expired)"));
+  }
+  const how = ["score " + hit.score.toFixed(4)];
+  if (hit.lexical_rank !== null) how.push("words #" + hit.lexical_rank);
+  if (hit.semantic_rank !== null) how.push("meaning #" + hit.semantic_rank);
+  if (hit.similarity !== null) how.push("similarity " + hit.similarity.toFixed(2));
+  const meta = el("div", { class: "meta" });
+  meta.append(el("span", { class: "when" }, fmtSeconds(hit.start) + "–" + fmtSeconds(hit.end)),
+              el("span", { class: "badge level lvl-" + hit.level }, hit.level),
+              el("span", { class: "score", title: how.join(", ") },
+                 [hit.lexical_rank !== null ? "words" : "", hit.semantic_rank !== null ? "meaning" : ""]
+                   .filter(Boolean).join(" + ")));
+  if (hit.origin !== "ingest") meta.append(el("span", { class: "muted" }, "question"));
+  const caption = el("p", { class: "caption" });
+  caption.append(highlighted(excerpt(hit.text, words), words));
+  const body = el("div", { class: "body" });
+  body.append(meta, caption);
+  card.append(body);
+  const toggle = () => {
+    const open = card.classList.toggle("expanded");
+    card.setAttribute("aria-expanded", String(open));
+    caption.replaceChildren(highlighted(open ? hit.text : excerpt(hit.text, words), words));
+  };
+  card.addEventListener("click", toggle);
+  card.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") { event.preventDefault(); toggle(); }
+  });
+  return card;
+}
+
+function renderHits(result, q) {
+  clearResults();
+  const words = queryWords(q);
+  search.observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting) continue;
+      search.observer.unobserve(entry.target);
+      loadThumb(entry.target);
+    }
+  }, { rootMargin: "200px" });
+  const n = result.hits.length;
+  $("#search-mode").textContent = n + (n === 1 ? " moment" : " moments") +
+    (result.semantic ? " · by words + meaning" : " · by words only");
+  const list = $("#search-results");
+  for (const hit of result.hits) list.append(hitCard(hit, words));
+  searchStatus(result.hits.length ? "" : "No memory of " + result.stream + " matches “" + q +
+    "”. Try other words, or look at the memory timeline.");
+}
+
+async function runSearch() {
+  clearTimeout(search.timer);
+  if (search.controller) search.controller.abort();
+  const q = $("#search-input").value.trim();
+  const name = state.selected;
+  const seq = ++search.seq;
+  if (!q || !name) {
+    clearResults();
+    searchStatus(name ? "" : "Select a stream to search its memory.");
+    return;
+  }
+  search.controller = new AbortController();
+  const params = new URLSearchParams({ q: q, limit: String(SEARCH_LIMIT) });
+  if ($("#search-level").value) params.set("level", $("#search-level").value);
+  searchStatus("searching…");
+  try {
+    const res = await api("/v1/streams/" + encodeURIComponent(name) + "/search?" + params,
+                          { signal: search.controller.signal });
+    const body = await res.json().catch(() => ({}));
+    if (seq !== search.seq) return;
+    if (!res.ok) throw new Error(errorMessage(body, res.status));
+    renderHits(body, q);
+  } catch (err) {
+    if (err.name === "AbortError" || seq !== search.seq) return;
+    clearResults();
+    searchStatus("Search failed: " + (err.message || err), true);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------ wiring
+
+$("#search-input").addEventListener("input", () => {
+  clearTimeout(search.timer);
+  search.timer = setTimeout(runSearch, SEARCH_DELAY_MS);
+});
+$("#search-level").addEventListener("change", runSearch);
+$("#search-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  runSearch();
+});
 
 $("#ask-form").addEventListener("submit", (event) => {
   event.preventDefault();

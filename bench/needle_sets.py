@@ -1,0 +1,489 @@
+"""The needle benchmark's two sets of haystack videos and questions (see ``bench/needle.py``).
+
+``tune``: the set Lucy's heuristics were developed on — a lobby camera, 10-second needles that each change the
+background, questions that always name the place. ``test``: a held-out set, written apart from the tune set and
+never looked at while tuning (other places, sign words and code formats, needles of 3-10 s of which about half keep
+the haystack's background, other details asked for and other phrasings). Both are pure functions of
+(minutes, needles, seed); each set has its own seed stream.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+
+from lucy.synth import PALETTE, Overlay, Scene, Shape
+
+WIDTH, HEIGHT = 320, 180
+NEEDLE_SECONDS = 10.0
+
+# --- The `tune` set: the benchmark as Lucy was developed on it (unchanged: same seeds, same videos). ------------
+
+SITES = [  # (sign, what the code is, how the small line reads)
+    ("HARBOR GATE", "plate number on the van", "VAN PLATE {code}"),
+    ("NORTH PLATFORM", "train number", "TRAIN NUMBER {code}"),
+    ("MUSEUM ENTRANCE", "ticket code", "TICKET CODE {code}"),
+    ("PARKING LEVEL B", "permit number", "PERMIT NUMBER {code}"),
+    ("CITY LIBRARY", "book code", "BOOK CODE {code}"),
+    ("RIVER BRIDGE", "boat number", "BOAT NUMBER {code}"),
+]
+SQUARE_COLOURS = ["red", "orange", "yellow", "green", "purple", "pink"]
+BACKGROUNDS = ["blue", "teal", "brown", "purple", "green"]
+HAYSTACK_SIGNS = ["EXIT", "NO PARKING", "OPEN 24 HOURS", "WET FLOOR", "SALE TODAY", "STAFF ONLY", "LIFT OUT OF ORDER"]
+HAYSTACK_COLOURS = ["gray", "white", "blue", "green", "teal", "brown", "purple", "yellow"]
+
+
+@dataclass
+class Needle:
+    start: float
+    site: str
+    label: str
+    line: str
+    code: str
+    count: int
+    colour: str
+    background: str
+
+
+@dataclass
+class Question:
+    needle: int
+    kind: str
+    text: str
+    options: list[str]
+    truth: int
+    cue: str = "site"  # the detail the question names the needle by (the tune set always names the place)
+
+
+def _code(rng: random.Random) -> str:
+    return f"{rng.choice('ABCDEFGHJKLMNPRSTVWXZ')}{rng.choice('ABCDEFGHJKLMNPRSTVWXZ')}-{rng.randint(1000, 9999)}"
+
+
+def _twin(code: str, rng: random.Random) -> str:
+    """A near twin (two digits swapped): the kind of option only a good reading tells apart."""
+    digits = list(code[3:])
+    for _ in range(10):
+        i = rng.randrange(3)
+        if digits[i] != digits[i + 1]:
+            digits[i], digits[i + 1] = digits[i + 1], digits[i]
+            break
+    else:
+        digits[0] = str((int(digits[0]) % 9) + 1)
+    return code[:3] + "".join(digits)
+
+
+def _options(truth: str, pool: list[str], rng: random.Random) -> tuple[list[str], int]:
+    options = [truth] + rng.sample([p for p in pool if p != truth], 3)
+    rng.shuffle(options)
+    return options, options.index(truth)
+
+
+def plan(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Question], list[Scene], list[Overlay],
+                                                        list[Shape]]:
+    """The haystack (scenes, distractor signs and squares) and the needles with their questions."""
+    rng = random.Random(seed * 1000 + minutes)
+    duration = minutes * 60.0
+    sites = rng.sample(SITES, needles)
+    found: list[Needle] = []
+    for k, (site, label, line) in enumerate(sites):
+        slot = duration / needles
+        start = round(k * slot + rng.uniform(0.15, 0.85) * (slot - NEEDLE_SECONDS))
+        colour = rng.choice(SQUARE_COLOURS)
+        background = rng.choice([b for b in BACKGROUNDS if b != colour])
+        code = _code(rng)
+        found.append(Needle(start, site, label, line.format(code=code), code, rng.randint(2, 5), colour, background))
+    scenes, overlays, shapes = [], [Overlay(0, duration, "CAM 3 LOBBY", size=0.06, x=0.6, y=0.85)], []
+    t = 0.0
+    while t < duration:  # scene changes every 20-90 s
+        end = min(duration, t + rng.uniform(20, 90))
+        scenes.append(Scene(t, end, PALETTE[rng.choice(HAYSTACK_COLOURS)]))
+        t = end
+    t = rng.uniform(30, 120)
+    while t < duration - 30:  # distractors: big signs and coloured squares every few minutes
+        if rng.random() < 0.6:
+            overlays.append(Overlay(t, t + 20, rng.choice(HAYSTACK_SIGNS), size=0.1, x=0.05, y=0.08))
+        else:
+            shapes.append(Shape(t, t + 15, PALETTE[rng.choice(SQUARE_COLOURS)], count=rng.randint(1, 4), x=0.3,
+                                y=0.55, size=0.1))
+        t += rng.uniform(60, 240)
+    # Needles replace the haystack where they are (cut out distractors that would overlap them).
+    for n in found:
+        end = n.start + NEEDLE_SECONDS
+        overlays = [o for o in overlays if o.end <= n.start or o.start >= end or o.text == "CAM 3 LOBBY"]
+        shapes = [s for s in shapes if s.end <= n.start or s.start >= end]
+        scenes = _cut(scenes, n.start, end) + [Scene(n.start, end, PALETTE[n.background])]
+        overlays += [Overlay(n.start, end, n.site, size=0.12, x=0.05, y=0.05),
+                     Overlay(n.start, end, n.line, size=0.06, x=0.05, y=0.4)]
+        shapes.append(Shape(n.start, end, PALETTE[n.colour], count=n.count, x=0.05, y=0.65, size=0.1))
+    scenes.sort(key=lambda s: s.start)
+    questions: list[Question] = []
+    for i, n in enumerate(found):
+        codes, at = _options(n.code, [_twin(n.code, rng), _code(rng), _code(rng)], rng)
+        questions.append(Question(i, "code", f"What was the {n.label} shown at the {n.site}?", codes, at))
+        counts = ["2", "3", "4", "5"]
+        questions.append(Question(i, "count", f"How many squares were shown at the {n.site}?", counts,
+                                  counts.index(str(n.count))))
+        colours, at = _options(n.colour, SQUARE_COLOURS, rng)
+        questions.append(Question(i, "colour", f"What colour were the squares at the {n.site}?", colours, at))
+        backs, at = _options(n.background, sorted(set(BACKGROUNDS + ["gray", "yellow"])), rng)
+        questions.append(Question(i, "background", f"What was the background colour at the {n.site}?", backs, at))
+    return found, questions, scenes, overlays, shapes
+
+
+def _cut(scenes: list[Scene], start: float, end: float) -> list[Scene]:
+    out = []
+    for s in scenes:
+        if s.end <= start or s.start >= end:
+            out.append(s)
+            continue
+        if s.start < start:
+            out.append(Scene(s.start, start, s.color))
+        if s.end > end:
+            out.append(Scene(end, s.end, s.color))
+    return out
+
+
+# --- The held-out `test` set: written apart from the tune set, never used to tune Lucy. --------------------------
+#
+# Needles last 3-10 s (some shorter than the gap between the frames a coarse caption looks at), about half keep the
+# haystack's background (no scene cut marks them), and each is one of four layouts: plain (a place sign, a label
+# word with a code under it, a row of squares in a corner), mixed (a second row of another colour at the same time),
+# sequence (the sign first, then, right after it goes, the squares alone) and word (a second sign with a status
+# word). Questions name the needle by any one of its details (the place, the label word, the squares, the
+# background, the status word) and ask for another, so most never name the place.
+
+TEST_SITES = ["GATE 7", "PLATFORM 2B", "DOCK 14", "BAY 3", "HANGAR 9", "PIER 5", "TERMINAL C", "WARD 4"]
+TEST_LABELS = ["PERMIT", "TICKET", "FLIGHT", "BADGE", "ORDER", "SEAT", "CRATE", "TRUCK"]
+TEST_WORDS = ["BOARDING", "DELAYED", "CANCELLED", "ON TIME", "LOADING", "FULL", "WAITING", "DEPARTED"]
+TEST_WORD_CODES = ["FALCON", "COPPER", "MAPLE", "ORBIT", "CEDAR", "LANTERN", "VELVET", "JUNIPER", "MARBLE", "COMET"]
+TEST_SQUARES = ["red", "orange", "yellow", "green", "purple", "pink", "teal"]
+TEST_LETTERING = ["white", "yellow", "red", "green", "orange", "pink", "teal"]
+TEST_NEEDLE_BACKGROUNDS = ["teal", "purple", "orange", "pink", "green", "red", "yellow"]  # never in the haystack
+TEST_HAYSTACK_BACKGROUNDS = ["gray", "blue", "brown", "white"]
+# Haystack signs share words with the needles' signs (GATE CLOSED vs GATE 7) but never a label or status word.
+TEST_HAYSTACK_SIGNS = ["GATE CLOSED", "PLATFORM CHANGE", "DOCK AHEAD", "BAY CLOSED", "PIER AHEAD", "HANGAR DOORS",
+                       "TERMINAL SHUTTLE", "WARD VISITORS", "KEEP LEFT", "NO ENTRY", "MIND THE STEP", "TOILETS"]
+TEST_HAYSTACK_LINES = ["PLEASE USE STAIRS", "ASK AT DESK", "THANK YOU", "KEEP CLEAR", "NO SMOKING"]
+TEST_LAYOUTS = ["plain", "mixed", "sequence", "word"]
+CORNERS = ["top left", "top right", "bottom left", "bottom right"]
+# Square colours hard to tell apart from a background (or from each other) at 320x180.
+_CLASH = {frozenset(p) for p in [("purple", "blue"), ("teal", "green"), ("orange", "yellow"), ("orange", "red"),
+                                 ("pink", "red"), ("purple", "brown"), ("yellow", "white"), ("teal", "blue"),
+                                 ("orange", "pink"), ("red", "brown")]}
+_NUMBERS = ["zero", "one", "two", "three", "four", "five", "six"]
+SQUARE_SIZE = 0.1  # of the frame height
+
+
+@dataclass
+class TestNeedle:
+    start: float
+    seconds: float
+    layout: str  # plain, mixed, sequence or word
+    site: str
+    lettering: str  # colour of the place sign's letters
+    label: str
+    code: str
+    code_size: float
+    count: int
+    colour: str
+    corner: str
+    background: str  # the needle's own background, or the haystack's where it keeps it
+    own_background: bool
+    word: str | None = None  # word layout: the second sign
+    other_count: int | None = None  # mixed layout: the second row of squares
+    other_colour: str | None = None
+    after: float | None = None  # sequence layout: seconds from start at which the sign goes and the squares come
+
+    @property
+    def end(self) -> float:
+        return self.start + self.seconds
+
+
+def _test_code(style: str, rng: random.Random) -> str:
+    letters, digits = "ABCDEFGHJKLMNPRSTUVWXYZ", "0123456789"
+    if style == "letter-digit":  # Q7-552
+        return f"{rng.choice(letters)}{rng.choice(digits)}-{rng.randint(100, 999)}"
+    if style == "digits-letters":  # 4471-KD
+        return f"{rng.randint(1000, 9999)}-{rng.choice(letters)}{rng.choice(letters)}"
+    return rng.choice(TEST_WORD_CODES)
+
+
+def _code_style(code: str) -> str:
+    if code in TEST_WORD_CODES:
+        return "word"
+    return "letter-digit" if code[0].isalpha() else "digits-letters"
+
+
+def _near_code(code: str, rng: random.Random) -> str:
+    """The same code with two neighbouring digits swapped (or one changed): a wrong option only reading tells."""
+    chars = list(code)
+    spots = [i for i in range(len(chars) - 1) if chars[i].isdigit() and chars[i + 1].isdigit() and chars[i] != chars[i + 1]]
+    if spots:
+        i = rng.choice(spots)
+        chars[i], chars[i + 1] = chars[i + 1], chars[i]
+    else:
+        i = max(i for i, c in enumerate(chars) if c.isdigit())
+        chars[i] = str((int(chars[i]) + 3) % 10)
+    return "".join(chars)
+
+
+def _choose(truth: str, wrong: list[str], rng: random.Random) -> tuple[list[str], int]:
+    """Four options: the truth and three distinct wrong ones (taken in order from ``wrong``), shuffled."""
+    picked: list[str] = []
+    for w in wrong:
+        if w != truth and w not in picked:
+            picked.append(w)
+        if len(picked) == 3:
+            break
+    assert len(picked) == 3, (truth, wrong)
+    options = [truth] + picked
+    rng.shuffle(options)
+    return options, options.index(truth)
+
+
+def _row_x(corner: str, count: int, width: int = WIDTH, height: int = HEIGHT) -> float:
+    """Left edge (fraction of the width) of a row of ``count`` squares that sits in ``corner``."""
+    if corner.endswith("left"):
+        return 0.04
+    s = max(4, int(SQUARE_SIZE * height))
+    row = s + (count - 1) * (s + s // 2)
+    return 0.96 - row / width
+
+
+def _bands(corner: str) -> dict[str, float]:
+    """Heights (fractions) of the needle's parts: the squares in the corner's half, the signs in the other."""
+    if corner.startswith("bottom"):
+        return {"squares": 0.66, "sign": 0.04, "label": 0.24, "code": 0.34}
+    return {"squares": 0.05, "sign": 0.30, "label": 0.49, "code": 0.59}
+
+
+def _scene_at(scenes: list[Scene], t: float) -> tuple[int, int, int]:
+    return next(s.color for s in scenes if s.start <= t < s.end)
+
+
+def _colour_name(rgb: tuple[int, int, int]) -> str:
+    return next(name for name, value in PALETTE.items() if value == rgb)
+
+
+def plan_test(minutes: int, needles: int, seed: int) -> tuple[list[TestNeedle], list[Question], list[Scene],
+                                                             list[Overlay], list[Shape]]:
+    """The held-out haystack and needles with their questions (a seed stream of its own: the tune set's seeds
+    give other videos)."""
+    rng = random.Random(f"lucy-needle-test/{seed}/{minutes}")
+    duration = minutes * 60.0
+    sites = rng.sample(TEST_SITES, needles)
+    labels = rng.sample(TEST_LABELS, needles)
+    words = rng.sample(TEST_WORDS, needles)
+    own_backgrounds = iter(rng.sample(TEST_NEEDLE_BACKGROUNDS, len(TEST_NEEDLE_BACKGROUNDS)))
+    layouts = rng.sample(TEST_LAYOUTS, len(TEST_LAYOUTS))
+    keeps = rng.random() < 0.5  # every other needle keeps the haystack's background; which half, by chance
+    # The haystack scenes first: needles that keep the background take the colour of the scene they fall in.
+    scenes: list[Scene] = []
+    t, last = 0.0, None
+    while t < duration:  # scene changes every 15-120 s
+        end = min(duration, t + rng.uniform(15, 120))
+        colour = rng.choice([c for c in TEST_HAYSTACK_BACKGROUNDS if c != last])
+        scenes.append(Scene(t, end, PALETTE[colour]))
+        t, last = end, colour
+    found: list[TestNeedle] = []
+    rows: set[tuple[int, str]] = set()  # (count, colour) of every needle row: each names one needle
+    codes: set[str] = set()
+    slot = duration / needles
+    for k in range(needles):
+        layout = layouts[k % len(layouts)]
+        seconds = float(rng.randint(6, 10)) if layout == "sequence" else float(rng.randint(3, 10))
+        start = round(2 * (k * slot + 25 + rng.random() * max(0.0, slot - 50 - seconds))) / 2  # frames are 0.5 s apart
+        own = (k % 2 == 0) != keeps
+        background = next(own_backgrounds) if own else _colour_name(_scene_at(scenes, start))
+        fits = [c for c in TEST_SQUARES if c != background and frozenset((c, background)) not in _CLASH]
+        while True:
+            count, colour = rng.randint(2, 5), rng.choice(fits)
+            if (count, colour) not in rows:
+                break
+        rows.add((count, colour))
+        while True:
+            code = _test_code(rng.choice(["letter-digit", "digits-letters", "word"]), rng)
+            if code not in codes:
+                break
+        codes.add(code)
+        n = TestNeedle(start, seconds, layout, sites[k], rng.choice(TEST_LETTERING), labels[k], code,
+                       rng.choice([0.06, 0.07, 0.08]), count, colour, rng.choice(CORNERS), background, own)
+        if layout == "mixed":
+            others = [c for c in fits if c != colour and frozenset((c, colour)) not in _CLASH]
+            while True:
+                n.other_count, n.other_colour = rng.choice([c for c in range(1, 6) if c != count]), rng.choice(others)
+                if (n.other_count, n.other_colour) not in rows:
+                    break
+            rows.add((n.other_count, n.other_colour))
+        if layout == "word" or (layout == "plain" and rng.random() < 0.4):
+            n.word = words[k]
+        if layout == "sequence":
+            n.after = float(rng.randint(3, int(seconds) - 3))
+        found.append(n)
+
+    overlays = [Overlay(0, duration, "CONCOURSE CAM 2", size=0.06, x=0.55, y=0.9)]
+    shapes: list[Shape] = []
+    quiet = [(n.start - 20, n.end + 20) for n in found]  # nothing of the haystack comes near a needle
+    t = rng.uniform(20, 90)
+    while t < duration - 30:  # distractors every 45-180 s, 5-25 s long
+        end = t + rng.uniform(5, 25)
+        if all(end <= a or t >= b for a, b in quiet):
+            kind = rng.choice(["sign", "sign", "sign+line", "squares", "sign+squares"])
+            corner = rng.choice(CORNERS)
+            bands = _bands(corner)
+            if "sign" in kind:
+                overlays.append(Overlay(t, end, rng.choice(TEST_HAYSTACK_SIGNS), size=rng.choice([0.1, 0.12]),
+                                        x=rng.choice([0.04, 0.3]), y=bands["sign"],
+                                        color=PALETTE[rng.choice(["white", "white", "yellow", "orange"])]))
+            if kind == "sign+line":
+                overlays.append(Overlay(t, end, rng.choice(TEST_HAYSTACK_LINES), size=0.07, x=0.04, y=bands["label"]))
+            if "squares" in kind:
+                while True:
+                    count, colour = rng.randint(1, 5), rng.choice(TEST_SQUARES)
+                    if (count, colour) not in rows:
+                        break
+                shapes.append(Shape(t, end, PALETTE[colour], count=count, x=_row_x(corner, count),
+                                    y=bands["squares"], size=SQUARE_SIZE))
+        t += rng.uniform(45, 180)
+    for n in found:
+        bands = _bands(n.corner)
+        scenes = _cut(scenes, n.start, n.end) + [Scene(n.start, n.end, PALETTE[n.background])]
+        sign_end = n.start + n.after if n.after is not None else n.end
+        squares_start = sign_end if n.after is not None else n.start
+        overlays += [Overlay(n.start, sign_end, n.site, size=0.12, x=0.04, y=bands["sign"], color=PALETTE[n.lettering]),
+                     Overlay(n.start, sign_end, n.label, size=0.08, x=0.04, y=bands["label"]),
+                     Overlay(n.start, sign_end, n.code, size=n.code_size, x=0.04, y=bands["code"])]
+        if n.word:
+            overlays.append(Overlay(n.start, sign_end, n.word, size=0.1, x=0.56, y=bands["sign"] + 0.01))
+        shapes.append(Shape(squares_start, n.end, PALETTE[n.colour], count=n.count, x=_row_x(n.corner, n.count),
+                            y=bands["squares"], size=SQUARE_SIZE))
+        if n.other_count:
+            across = n.corner.split()[0] + (" right" if n.corner.endswith("left") else " left")
+            shapes.append(Shape(squares_start, n.end, PALETTE[n.other_colour], count=n.other_count,
+                                x=_row_x(across, n.other_count), y=bands["squares"], size=SQUARE_SIZE))
+    scenes.sort(key=lambda s: s.start)
+    questions = [q for i, n in enumerate(found) for q in _test_questions(i, n, found, rng)]
+    return found, questions, scenes, overlays, shapes
+
+
+def _test_questions(i: int, n: TestNeedle, found: list[TestNeedle], rng: random.Random) -> list[Question]:
+    """Four questions about needle ``n``: each names it by one detail and asks for another."""
+    pool: list[_Ask] = []
+    # What each cue gives away: a question never asks for what another question about the same needle names.
+    cue_reveals = {"site": {"site"}, "after": {"site"}, "label": {"label"}, "squares": {"count", "colour"},
+                   "background": {"background"}, "word": {"word"}, "code": {"code"}}
+
+    def add(kind: str, cue: str, text: str, truth: str, wrong: list[str]) -> None:
+        options, at = _choose(truth, wrong, rng)
+        reveals = set(cue_reveals[cue])
+        if kind in ("count", "corner") and n.colour in text:
+            reveals.add("colour")
+        if kind == "colour" and mixed:
+            reveals.add("count")
+        pool.append(_Ask(kind, cue, text, options, at, "site" if kind == "place" else kind, reveals))
+
+    seq, mixed = n.layout == "sequence", n.layout == "mixed"
+    rows = f"{_NUMBERS[n.count]} {n.colour} squares"
+    style = _code_style(n.code)
+    if style == "word":
+        wrong_codes = rng.sample([w for w in TEST_WORD_CODES if w != n.code], 3)
+    else:
+        wrong_codes = [_near_code(n.code, rng)] + [_test_code(style, rng) for _ in range(4)]
+    counts = [str(c) for c in range(1, 7)]
+    wrong_counts = ([str(n.other_count)] if n.other_count else []) + rng.sample(counts, 6)
+    colours = ([n.other_colour] if n.other_colour else []) + rng.sample(TEST_SQUARES, len(TEST_SQUARES))
+    backgrounds = rng.sample(TEST_NEEDLE_BACKGROUNDS + TEST_HAYSTACK_BACKGROUNDS, 11)
+    letterings = rng.sample(TEST_LETTERING, len(TEST_LETTERING))
+    places = [f.site for f in found if f is not n] + rng.sample(TEST_SITES, len(TEST_SITES))
+    places = rng.sample(places[:3], min(3, len(places))) + places[3:]
+
+    # the code
+    add("code", "site", rng.choice([f"Which code appeared on the small line while the screen said {n.site}?",
+                                    f"When the {n.site} sign was up, what code was shown below it?"]), n.code, wrong_codes)
+    add("code", "label", rng.choice([f"What was written under the word {n.label}?",
+                                     f"Which code was printed beneath the word {n.label}?"]), n.code, wrong_codes)
+    if not seq:
+        add("code", "squares", f"The sign with {rows} beside it showed which code?", n.code, wrong_codes)
+    if n.own_background:
+        add("code", "background", f"Which code was on screen while the background was {n.background}?", n.code,
+            wrong_codes)
+    if n.word:
+        add("code", "word", f"Which code was shown while a second sign said {n.word}?", n.code, wrong_codes)
+    # how many squares (always of a named colour: the white square that moves along the bottom is not one of them)
+    if seq:
+        add("count", "after", f"Right after the {n.site} sign went away, how many {n.colour} squares appeared?",
+            str(n.count), wrong_counts)
+    else:
+        add("count", "site", f"How many {n.colour} squares were on screen while the sign read {n.site}?", str(n.count),
+            wrong_counts)
+        add("count", "label", f"How many {n.colour} squares were shown together with the word {n.label}?",
+            str(n.count), wrong_counts)
+    if n.own_background:
+        add("count", "background", f"How many {n.colour} squares appeared while the background was {n.background}?",
+            str(n.count), wrong_counts)
+    # the squares' colour
+    if seq:
+        add("colour", "after", f"Right after the {n.site} sign, what colour were the squares that appeared?",
+            n.colour, colours)
+    elif mixed:
+        add("colour", "site", f"While {n.site} was on screen there were two rows of squares. What colour was the "
+            f"row of {_NUMBERS[n.count]}?", n.colour, colours)
+    else:
+        add("colour", "site", f"While {n.site} was on screen, what colour were the squares?", n.colour, colours)
+        add("colour", "label", f"What colour were the squares shown with the word {n.label}?", n.colour, colours)
+        if n.own_background:
+            add("colour", "background", f"What colour were the squares shown on the {n.background} background?",
+                n.colour, colours)
+    # where the squares were
+    if seq:
+        add("corner", "after", f"Right after the {n.site} sign, in which corner of the screen did squares appear?",
+            n.corner, CORNERS)
+    else:
+        add("corner", "site", f"In which corner of the screen were the {n.colour} squares while {n.site} was shown?",
+            n.corner, CORNERS)
+    # the place sign's lettering
+    add("lettering", "site", f"What colour was the lettering of the {n.site} sign?", n.lettering, letterings)
+    add("lettering", "label", f"The place sign shown with the word {n.label} was written in which colour?",
+        n.lettering, letterings)
+    # the background
+    add("background", "site", f"What was the background colour of the screen while the sign read {n.site}?",
+        n.background, backgrounds)
+    if not seq:
+        add("background", "squares", f"What was the background colour while {rows} were shown?", n.background,
+            backgrounds)
+    # the second sign's word, and the place itself
+    if n.word:
+        add("word", "site", f"While {n.site} was on screen, what did the second sign say?", n.word,
+            rng.sample([w for w in TEST_WORDS if w != n.word], 3))
+        add("place", "word", f"Which place sign was up while a second sign said {n.word}?", n.site, places)
+    add("place", "code", f"The code {n.code} was shown with which place sign?", n.site, places)
+    if not seq:
+        add("place", "squares", f"The sign with {rows} beside it named which place?", n.site, places)
+
+    # Four of them, of different kinds where possible: at most two that name the place, at most two "right after"
+    # ones (a sequence needle has at least one), none asking for a detail that another one names.
+    rng.shuffle(pool)
+
+    def fair(group: tuple[_Ask, ...]) -> bool:
+        return (sum(q.cue == "site" for q in group) <= 2 and (sum(q.cue == "after" for q in group) in (1, 2)) == seq
+                and all(p.asks not in q.reveals for p in group for q in group if q is not p))
+
+    groups = [g for g in itertools.combinations(pool, 4) if fair(g)]
+    assert groups, n
+    picked = next((g for g in groups if len({q.kind for q in g}) == 4), groups[0])
+    return [Question(i, p.kind, p.text, p.options, p.truth, p.cue) for p in picked]
+
+@dataclass
+class _Ask:
+    kind: str  # the detail asked for, as reported (code, count, colour, corner, lettering, background, word, place)
+    cue: str  # the detail the question names the needle by (site, label, squares, background, word, code, after)
+    text: str
+    options: list[str]
+    truth: int
+    asks: str
+    reveals: set[str]
+
+
+SETS = {"tune": plan, "test": plan_test}
+MAX_NEEDLES = {"tune": len(SITES), "test": len(TEST_SITES)}

@@ -1,0 +1,337 @@
+"""Hybrid memory search: the store's full-text ranking fused with cosine similarity of embedded text.
+
+Full-text search finds a question's words; captions often say the same in other words ("the lady at the counter"
+against "a woman standing at the desk"). :class:`MemoryIndex` ranks a stream's nodes both ways and fuses the two
+rankings by reciprocal rank fusion (each list gives ``1 / (60 + rank)``), which needs no calibration between a
+bm25 score and a cosine. Without an embedder, or while it fails, search is full-text alone: meaning is an
+improvement, never a requirement.
+
+Vectors are made once per node text and stored with the node (:meth:`MemoryStore.put_vectors`), at write time by
+:class:`IndexWriter` (a store observer with its own thread, so a caption write never waits for, or fails with, the
+embedder) and otherwise on first search. A search must stay fast over a day of memory (about 11,000 nodes), so each
+stream's vectors are kept as one matrix in this process and refreshed by difference: the store's ``fingerprint()``
+(one aggregate row) says whether anything changed, its ``versions()`` which nodes were added, deleted or rewritten,
+and only those are read or embedded.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lucy.memory.embedders import Embedder, EmbedderError
+from lucy.memory.nodes import MemoryNode
+from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
+from lucy.query.text import STOPWORDS
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al.): damps the lead of the very first ranks
+# A word match alone is weaker evidence than closeness in meaning: paraphrased questions share a stray word ("coach",
+# "lift") with many captions. Chosen on bench/retrieval.py's tune split only.
+LEXICAL_WEIGHT = 0.5
+CANDIDATES = 100  # nodes each ranking contributes to the fusion
+EMBED_BATCH = 64  # texts per embedder call
+RETRY_SECONDS = 30.0  # after a failure, the embedder is left alone this long (searches go by words meanwhile)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def content_words(text: str) -> str:
+    """``text`` without the words every caption holds ("the", "a", "is", "shows"...): matched alone, they rank
+    captions by noise, and the fusion would trust that ranking as much as the vectors'."""
+    return " ".join(w for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A node found by :meth:`MemoryIndex.search`: its fused score (higher is better), its rank (1-based) in the
+    full-text and in the vector ranking (None where it was not a candidate there), and its cosine similarity to
+    the query (None without vectors)."""
+
+    node: MemoryNode
+    score: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+    similarity: float | None
+
+
+class _StreamVectors:
+    """One stream's nodes and vectors as arrays (rows in the same order), for filtering and scoring at once."""
+
+    def __init__(self, dim: int) -> None:
+        self.fingerprint: tuple[object, ...] = ()
+        self.versions: dict[int, float] = {}
+        self.row_of: dict[int, int] = {}
+        self.nodes: dict[int, MemoryNode] = {}
+        self.ids = np.zeros(0, np.int64)
+        self.levels = np.zeros(0, dtype=object)
+        self.starts = np.zeros(0, np.float64)
+        self.ends = np.zeros(0, np.float64)
+        self.matrix = np.zeros((0, dim), np.float32)
+        self.lock = threading.Lock()  # one refresh at a time; readers use the arrays replaced whole
+
+    def replace(self, nodes: dict[int, MemoryNode], vectors: dict[int, np.ndarray], versions: dict[int, float],
+                dim: int) -> None:
+        ids = [i for i in nodes if i in vectors]
+        self.nodes, self.versions = nodes, versions
+        self.levels = np.array([nodes[i].level for i in ids], dtype=object)
+        self.starts = np.array([nodes[i].start for i in ids], np.float64)
+        self.ends = np.array([nodes[i].end for i in ids], np.float64)
+        self.matrix = np.stack([vectors[i] for i in ids]) if ids else np.zeros((0, dim), np.float32)
+        self.ids = np.array(ids, np.int64)
+        self.row_of = {node_id: row for row, node_id in enumerate(ids)}
+
+
+class MemoryIndex:
+    """Vectors of memory nodes (stored, cached, made when missing) and hybrid search over them.
+
+    Safe to use from several threads. ``embedder`` None: full-text search only.
+    """
+
+    def __init__(self, store: MemoryStore, embedder: Embedder | None, *, cache_vectors: int = 50_000,
+                 cache_queries: int = 256, cache_streams: int = 16) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.embedded = 0  # node texts embedded by this index (not found stored)
+        self._cache: OrderedDict[tuple[str, int, str], np.ndarray] = OrderedDict()
+        self._queries: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._streams: OrderedDict[str, _StreamVectors] = OrderedDict()
+        self._limits = (cache_vectors, cache_queries, cache_streams)
+        self._lock = threading.Lock()
+        self._failed_until = 0.0
+        self._told: set[str] = set()
+
+    # ------------------------------------------------------------------------------------------ vectors
+
+    @property
+    def available(self) -> bool:
+        """There is an embedder and it has not failed within the last :data:`RETRY_SECONDS`."""
+        return self.embedder is not None and time.monotonic() >= self._failed_until
+
+    def _failed(self, err: EmbedderError) -> None:
+        self._failed_until = time.monotonic() + RETRY_SECONDS
+        kind = type(err).__name__ + ":" + str(err).split(":")[0]
+        if kind not in self._told:  # once per kind of failure; each later one at debug level
+            self._told.add(kind)
+            log.warning("semantic search unavailable for now (%s); memory is searched by words only", err)
+        else:
+            log.debug("embedder failed: %s", err)
+
+    def _embed_missing(self, nodes: Sequence[MemoryNode]) -> dict[int, np.ndarray]:
+        """Vectors of ``nodes`` (with ids): from the cache, else from the store, else embedded and stored.
+        Raises :class:`EmbedderError`."""
+        assert self.embedder is not None
+        model = self.embedder.model
+        found: dict[int, np.ndarray] = {}
+        keys = {n.id: (model, n.id, text_hash(n.text)) for n in nodes if n.id is not None}
+        with self._lock:
+            for node_id, key in keys.items():
+                if key in self._cache:
+                    found[node_id] = self._cache[key]
+                    self._cache.move_to_end(key)
+        wanted = [i for i in keys if i not in found]
+        stored = self.store.vectors(model, wanted) if wanted else {}
+        found.update(stored)
+        missing = [n for n in nodes if n.id is not None and n.id not in found]
+        for at in range(0, len(missing), EMBED_BATCH):
+            batch = missing[at:at + EMBED_BATCH]
+            matrix = self.embedder.embed_passages([n.text for n in batch])
+            made = {n.id: matrix[j] for j, n in enumerate(batch)}
+            self.store.put_vectors(model, made, text_hashes={n.id: keys[n.id][2] for n in batch})
+            self.embedded += len(batch)
+            found.update(made)
+        with self._lock:
+            for node_id, vector in found.items():
+                self._cache[keys[node_id]] = vector
+            while len(self._cache) > self._limits[0]:
+                self._cache.popitem(last=False)
+        return found
+
+    def vectors_for(self, nodes: Sequence[MemoryNode]) -> np.ndarray | None:
+        """The ``(len(nodes), dim)`` unit vectors of stored ``nodes``, made (and stored) where missing; None
+        without an embedder or when it fails (logged)."""
+        if not self.available or any(n.id is None for n in nodes):
+            return None
+        assert self.embedder is not None
+        try:
+            found = self._embed_missing(nodes)
+        except EmbedderError as err:
+            self._failed(err)
+            return None
+        if not nodes:
+            return np.zeros((0, self.embedder.dim), np.float32)
+        return np.stack([found[n.id] for n in nodes if n.id is not None])
+
+    def query_vector(self, text: str) -> np.ndarray | None:
+        """The unit vector of a query (cached); None without an embedder or when it fails (logged)."""
+        if not self.available:
+            return None
+        assert self.embedder is not None
+        key = (self.embedder.model, text)
+        with self._lock:
+            vector = self._queries.get(key)
+            if vector is not None:
+                self._queries.move_to_end(key)
+                return vector
+        try:
+            vector = self.embedder.embed_query(text)
+        except EmbedderError as err:
+            self._failed(err)
+            return None
+        with self._lock:
+            self._queries[key] = vector
+            while len(self._queries) > self._limits[1]:
+                self._queries.popitem(last=False)
+        return vector
+
+    def similarities(self, query: str, nodes: Sequence[MemoryNode]) -> np.ndarray | None:
+        """Cosine similarity of ``query`` to each of ``nodes`` (-1 to 1); None without working vectors."""
+        q = self.query_vector(query)
+        matrix = None if q is None else self.vectors_for(nodes)
+        return None if q is None or matrix is None else matrix @ q
+
+    def embed_new(self, nodes: Sequence[MemoryNode]) -> int:
+        """Make and store the vectors of just-stored ``nodes``; how many were embedded. Never raises for an
+        embedder failure (logged; the vectors are made at search time instead)."""
+        if not self.available or not nodes:
+            return 0
+        before = self.embedded
+        try:
+            self._embed_missing([n for n in nodes if n.id is not None])
+        except EmbedderError as err:
+            self._failed(err)
+        return self.embedded - before
+
+    # ------------------------------------------------------------------------------------------ search
+
+    def _stream_vectors(self, stream: str) -> _StreamVectors | None:
+        """The stream's vectors, brought up to date with the store (None when the embedder fails)."""
+        assert self.embedder is not None
+        with self._lock:
+            cached = self._streams.get(stream)
+            if cached is None:
+                cached = self._streams[stream] = _StreamVectors(0)
+            self._streams.move_to_end(stream)
+            while len(self._streams) > self._limits[2]:
+                self._streams.popitem(last=False)
+        with cached.lock:
+            fingerprint = self.store.fingerprint(stream)
+            if fingerprint == cached.fingerprint:
+                return cached
+            versions = self.store.versions(stream)
+            changed = {i for i, v in versions.items() if cached.versions.get(i) != v}
+            nodes = {i: n for i, n in cached.nodes.items() if i in versions and i not in changed}
+            if changed:
+                for node in self._nodes_by_id(stream, sorted(changed)):
+                    nodes[node.id] = node  # type: ignore[index]
+            vectors = {int(i): row for i, row in zip(cached.ids, cached.matrix, strict=True) if int(i) in nodes
+                       and int(i) not in changed}
+            try:
+                vectors.update(self._embed_missing([nodes[i] for i in nodes if i not in vectors]))
+            except EmbedderError as err:
+                self._failed(err)
+                return None
+            cached.replace(nodes, vectors, {i: versions[i] for i in nodes}, self.embedder.dim)
+            cached.fingerprint = fingerprint
+            return cached
+
+    def _nodes_by_id(self, stream: str, ids: list[int]) -> list[MemoryNode]:
+        if len(ids) > 64:  # many (the first search of a stream): one scan beats one query per node
+            wanted = set(ids)
+            return [n for n in self.store.nodes(stream) if n.id in wanted]
+        return [n for n in (self.store.node(i) for i in ids) if n is not None and n.stream == stream]
+
+    def search(self, stream: str, text: str, *, level: str | None = None, start: float | None = None,
+               end: float | None = None, limit: int = 20) -> list[SearchHit]:
+        """The nodes of ``stream`` (of ``level``, overlapping ``[start, end)`` when given) that best match
+        ``text`` by words and by meaning, best first. Any text is accepted (punctuation, quotes, FTS syntax)."""
+        words = content_words(text)
+        lexical = self.store.search(stream, words, level=level, start=start, end=end, limit=CANDIDATES) \
+            if words else []
+        lexical_rank = {node.id: r for r, (node, _) in enumerate(lexical, 1)}
+        nodes = {node.id: node for node, _ in lexical}
+        semantic_rank: dict[int, int] = {}
+        similarity: dict[int, float] = {}
+        q = self.query_vector(text) if text.strip() else None
+        held = None if q is None else self._stream_vectors(stream)
+        if q is not None and held is not None and len(held.ids):
+            mask = np.ones(len(held.ids), bool)
+            if level is not None:
+                mask &= held.levels == str(level)
+            if end is not None:
+                mask &= held.starts < float(end)
+            if start is not None:
+                mask &= held.ends > float(start)
+            # Not ``matrix @ q``: a threaded BLAS leaves its threads spinning after the product, and they take the
+            # cores from the next query's embedding (measured: p50 of a search 53 ms against 21 ms this way).
+            scores = np.einsum("ij,j->i", held.matrix, q)
+            rows = np.flatnonzero(mask)
+            top = rows[np.argsort(-scores[rows], kind="stable")[:CANDIDATES]]
+            for r, row in enumerate(top, 1):
+                node_id = int(held.ids[row])
+                semantic_rank[node_id] = r
+                nodes.setdefault(node_id, held.nodes[node_id])
+            for node_id in nodes:
+                if node_id in held.row_of:
+                    similarity[node_id] = float(scores[held.row_of[node_id]])
+        fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in lexical_rank else 0.0)
+                 + (1.0 / (RRF_K + semantic_rank[i]) if i in semantic_rank else 0.0) for i in nodes}
+        best = sorted(fused, key=lambda i: (-fused[i], nodes[i].start))[:limit]
+        return [SearchHit(nodes[i], fused[i], lexical_rank.get(i), semantic_rank.get(i), similarity.get(i))
+                for i in best]
+
+
+class IndexWriter(MemoryObserver):
+    """Embeds the nodes of one stream as they are stored, on its own thread (register it on the store).
+
+    The writer of a node never waits: nodes are queued (at most ``max_queued``; past that they are left for the
+    first search to embed) and a failing embedder only costs a log line.
+    """
+
+    def __init__(self, index: MemoryIndex, stream: str, *, max_queued: int = 1024) -> None:
+        self.index = index
+        self.stream = stream
+        self.dropped = 0
+        self._queue: queue.Queue[Sequence[MemoryNode] | None] = queue.Queue(max_queued)
+        self._thread = threading.Thread(target=self._run, name=f"embed-{stream}", daemon=True)
+        self._thread.start()
+
+    def on_nodes_added(self, nodes: Sequence[MemoryNode]) -> None:
+        mine = [n for n in nodes if n.stream == self.stream]
+        if mine:
+            try:
+                self._queue.put_nowait(mine)
+            except queue.Full:
+                self.dropped += len(mine)
+
+    def _run(self) -> None:
+        while (nodes := self._queue.get()) is not None:
+            try:
+                self.index.embed_new(nodes)
+            except Exception:  # a store error (e.g. closed): the vectors are made at search time instead
+                log.exception("embedding new memory of %s failed", self.stream)
+            finally:
+                self._queue.task_done()
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Wait until the nodes queued so far are embedded (tests, the end of a recording)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self._queue.unfinished_tasks
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Embed what is queued (up to ``timeout``), then end the thread."""
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)

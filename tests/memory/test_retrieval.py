@@ -1,0 +1,189 @@
+"""Hybrid memory search and stored vectors: a real SQLite store, the bundled local embedder (or none), and the
+builder embedding what it stores."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from lucy.config.settings import LocalEmbedderSettings
+from lucy.memory import sqlite_store
+from lucy.memory.embedders import Embedder, EmbedderError
+from lucy.memory.embedders.local import LocalEmbedder
+from lucy.memory.nodes import TAIL_ORIGIN, MemoryNode
+from lucy.memory.retrieval import IndexWriter, MemoryIndex
+from lucy.memory.sqlite_store import SQLiteMemoryStore
+
+
+class CountingEmbedder(Embedder):
+    """The local embedder, counting the texts it is asked to embed (``fail``: raise instead)."""
+
+    def __init__(self, inner: LocalEmbedder) -> None:
+        self.inner = inner
+        self.name, self.model, self.dim = "counting", inner.model, inner.dim
+        self.passages = 0
+        self.queries = 0
+        self.fail = False
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        if self.fail:
+            raise EmbedderError("embedding server at http://x/v1 timed out")
+        self.passages += len(texts)
+        return self.inner.embed_passages(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self.fail:
+            raise EmbedderError("embedding server at http://x/v1 timed out")
+        self.queries += 1
+        return self.inner.embed_query(text)
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    embedder = LocalEmbedder(LocalEmbedderSettings())
+    yield embedder
+    embedder.close()
+
+
+@pytest.fixture
+def embedder(local) -> CountingEmbedder:
+    return CountingEmbedder(local)
+
+
+@pytest.fixture
+def store(tmp_path) -> SQLiteMemoryStore:
+    memory = SQLiteMemoryStore(tmp_path / "memory.sqlite")
+    yield memory
+    memory.close()
+
+
+LOBBY = [
+    ("coarse", 0, 60, "A woman standing at the desk hands a key card to a guest."),
+    ("coarse", 60, 120, "A red van is parked outside the entrance; a man unloads boxes."),
+    ("coarse", 120, 180, "The counter is empty; a ceiling lamp flickers above the lift."),
+    ("fine", 0, 10, "A woman standing at the desk types on a computer."),
+    ("fine", 60, 70, "Two cyclists pass the glass doors of the building."),
+    ("coarse", 180, 240, "Rain falls on the car park; headlights sweep across wet tarmac."),
+]
+
+
+def fill(store: SQLiteMemoryStore, stream: str = "lobby") -> list[MemoryNode]:
+    return store.add_many([MemoryNode(stream=stream, level=level, start=s, end=e, text=text)
+                           for level, s, e, text in LOBBY])
+
+
+def test_hybrid_finds_a_paraphrase_that_words_cannot(store, embedder):
+    fill(store)
+    words_only = MemoryIndex(store, None).search("lobby", "the lady at the counter", level="coarse")
+    assert [h.node.text for h in words_only] == [LOBBY[2][3]]  # "counter" finds the empty counter alone
+    hits = MemoryIndex(store, embedder).search("lobby", "the lady at the counter", level="coarse")
+    found = [h for h in hits if h.node.text == LOBBY[0][3]]
+    assert found and hits.index(found[0]) <= 1  # beside the one word match (first or second)
+    assert found[0].semantic_rank == 1 and found[0].lexical_rank is None
+    assert found[0].similarity is not None and found[0].similarity > 0.8
+    assert all(h.node.level == "coarse" for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_filters_by_level_and_time(store, embedder):
+    fill(store)
+    index = MemoryIndex(store, embedder)
+    fine = index.search("lobby", "a woman at a desk", level="fine")
+    assert {h.node.level for h in fine} == {"fine"} and fine[0].node.start == 0
+    late = index.search("lobby", "a woman at a desk", start=100, end=200)
+    assert late and all(h.node.start < 200 and h.node.end > 100 for h in late)
+    assert index.search("other-stream", "a woman at a desk") == []
+
+
+def test_vectors_are_stored_once_and_reused(store, embedder, local):
+    nodes = fill(store)
+    index = MemoryIndex(store, embedder)
+    index.search("lobby", "bicycles")
+    assert embedder.passages == len(nodes)
+    index.search("lobby", "a van outside")
+    index.search("lobby", "bicycles")
+    assert embedder.passages == len(nodes) and embedder.queries == 2  # query vectors cached too
+    fresh = CountingEmbedder(local)  # another process: vectors come from the store
+    matrix = MemoryIndex(store, fresh).vectors_for(nodes)
+    assert fresh.passages == 0 and matrix.shape == (len(nodes), 384)
+    assert np.allclose(matrix, local.embed_passages([n.text for n in nodes]), atol=1e-5)
+    added = store.add(MemoryNode(stream="lobby", level="coarse", start=240, end=300, text="A dog sleeps by the door."))
+    assert index.search("lobby", "a puppy napping")[0].node.id == added.id  # the cache sees new nodes
+    assert embedder.passages == len(nodes) + 1
+
+
+def test_deleted_and_rewritten_nodes_drop_their_vectors(store, embedder):
+    nodes = fill(store)
+    index = MemoryIndex(store, embedder)
+    assert len(index.search("lobby", "a van")) > 0
+    model = embedder.model
+    assert len(store.vectors(model, [n.id for n in nodes])) == len(nodes)
+    tail = store.add(MemoryNode(stream="lobby", level="coarse", start=300, end=330, text="A cat on the mat.",
+                                origin=TAIL_ORIGIN))
+    index.embed_new([tail])
+    assert store.vectors(model, [tail.id])
+    # A later question rewrites the tail node in place (same id): its old vector must not survive.
+    store.add(MemoryNode(stream="lobby", level="coarse", start=300, end=340, text="A fire engine arrives.",
+                         origin=TAIL_ORIGIN))
+    assert store.vectors(model, [tail.id]) == {}
+    assert index.search("lobby", "firefighters' truck")[0].node.id == tail.id
+    # A vector made from a text the node no longer holds (a race) is never returned.
+    store.put_vectors(model, {tail.id: np.ones(384, np.float32)}, text_hashes={tail.id: "stale"})
+    assert store.vectors(model, [tail.id]) == {}
+    store.put_vectors(model, {999_999: np.ones(384, np.float32)})  # a node that is gone: nothing kept
+    assert store.delete_stream("lobby") == len(nodes) + 1
+    rows = sqlite3.connect(store.path).execute("SELECT count(*) FROM node_vectors").fetchone()[0]
+    assert rows == 0
+    assert index.search("lobby", "a van") == []
+
+
+def test_works_without_embedder_and_with_weird_text(store, embedder):
+    fill(store)
+    for index in (MemoryIndex(store, None), MemoryIndex(store, embedder)):
+        for text in ['"', "NEAR(van", "van AND -car*", "  ", "", "col:text ''' ?!", "fourgon rouge", "🚐"]:
+            hits = index.search("lobby", text)
+            assert isinstance(hits, list)
+        assert index.search("lobby", '"red van"')[0].node.text.startswith("A red van")
+    assert MemoryIndex(store, None).vectors_for(store.nodes("lobby")) is None
+    assert MemoryIndex(store, None).similarities("x", store.nodes("lobby")) is None
+
+
+def test_failing_embedder_falls_back_to_words_and_logs_once(store, embedder, caplog):
+    fill(store)
+    embedder.fail = True
+    index = MemoryIndex(store, embedder)
+    for _ in range(3):
+        hits = index.search("lobby", "red van")
+        assert hits[0].node.text.startswith("A red van") and hits[0].semantic_rank is None
+    assert index.embed_new(store.nodes("lobby")) == 0
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "words only" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_index_writer_embeds_stored_nodes_off_the_write_path(store, embedder):
+    index = MemoryIndex(store, embedder)
+    writer = IndexWriter(index, "lobby")
+    store.add_observer(writer)
+    nodes = fill(store)
+    store.add(MemoryNode(stream="elsewhere", level="coarse", start=0, end=60, text="not mine"))
+    assert writer.wait(30)
+    writer.close()
+    assert len(store.vectors(embedder.model, [n.id for n in nodes])) == len(nodes)
+    assert embedder.passages == len(nodes)
+
+
+def test_existing_database_gets_the_vector_table(tmp_path, monkeypatch, local):
+    path = tmp_path / "memory.sqlite"
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:1])
+        old = SQLiteMemoryStore(path)
+        fill(old)
+        old.close()
+    store = SQLiteMemoryStore(path)
+    assert store.schema_version == len(sqlite_store.MIGRATIONS)
+    hits = MemoryIndex(store, local).search("lobby", "a receptionist giving out a room pass", level="coarse")
+    assert hits[0].node.text == LOBBY[0][3] and hits[0].lexical_rank is None
+    store.close()

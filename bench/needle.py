@@ -1,12 +1,16 @@
 """Needle in a video haystack (VideoLucy paper, §4.2) on the embedded backends (pixels captioner, lexical reasoner).
 
-Two sets of videos and questions (``bench/needle_sets.py``), each scored on its own:
+Three sets of videos and questions (``bench/needle_sets.py``), each scored on its own:
 
 * ``tune`` — the set Lucy was developed on: a lobby camera whose scenes change colour, with signs and coloured
   squares coming and going as distractors; five 10-second needles at spread-out times, each with a location sign,
   a small code line, a few squares of one colour and a background of its own; four questions per needle that
   name the place (the code, the number of squares, their colour, the background colour).
-* ``test`` — a held-out set, never looked at while tuning: a concourse camera with other backgrounds and
+* ``tune-short`` — a second set to develop on, written by the developer who tunes: the ``tune`` haystack with
+  4-8 s needles (half on the haystack's own background), squares in a corner and coloured lettering; questions
+  name a needle by its label, its squares or its code line and ask for the corner, the lettering's colour, the
+  background or the place.
+* ``test`` — a held-out set, written by someone else and never looked at while tuning: a concourse camera with other backgrounds and
   distractor signs that share words with the needles' signs, needles of 3-10 s (half keep the haystack's
   background, so no scene cut marks them; some show the sign first and the squares right after), and questions
   that name a needle by any one detail (place, label word, squares, background, a second sign's word) and ask
@@ -20,7 +24,7 @@ Printed per set: accuracy per haystack length, mean LLM (agent) calls and captio
 captioner calls of the second pass against the first. Targets, for each set: accuracy >= 90 % and flat across
 lengths, mean LLM calls per question <= 4, second pass <= 10 % of the first pass's captioner calls.
 
-    .venv/bin/python bench/needle.py                    # both sets; 10, 30, 60 and 120 minutes
+    .venv/bin/python bench/needle.py                    # all sets; 10, 30, 60 and 120 minutes
     .venv/bin/python bench/needle.py --quick            # 10 and 30 minutes, 3 needles each
     .venv/bin/python bench/needle.py --set test --lengths 10 --needles 2 --workdir /tmp/needle --json out.json
 """
@@ -215,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="10,30,60,120", help="haystack lengths in minutes, comma-separated")
     parser.add_argument("--needles", type=int, default=5, help="needles per haystack (4 questions each)")
-    parser.add_argument("--set", choices=["tune", "test", "both"], default="both",
-                        help="tune: the set Lucy was developed on; test: the held-out set (default both)")
+    parser.add_argument("--set", choices=[*SETS, "all"], default="all",
+                        help="tune, tune-short: the sets Lucy was developed on; test: the held-out set (default all)")
     parser.add_argument("--quick", action="store_true", help="a quick subset: 10 and 30 minutes, 3 needles")
     parser.add_argument("--preset", default="live", help="memory-level preset (default live: T = 60/10/2 s)")
     parser.add_argument("--seed", type=int, default=1, help="seed (each set draws its own videos from it)")
@@ -227,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.lengths, args.needles = "10,30", 3
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    names = ["tune", "test"] if args.set == "both" else [args.set]
+    names = list(SETS) if args.set == "all" else [args.set]
     most = min(MAX_NEEDLES[name] for name in names)
     if not 1 <= args.needles <= most:
         parser.error(f"--needles must be 1 to {most}")

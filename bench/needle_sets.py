@@ -485,5 +485,71 @@ class _Ask:
     reveals: set[str]
 
 
-SETS = {"tune": plan, "test": plan_test}
-MAX_NEEDLES = {"tune": len(SITES), "test": len(TEST_SITES)}
+# ----------------------------------------------------------------------------------------------- tune-short
+# A second tuning set, written by the developer who tunes (not by the author of the test set): the lobby camera of
+# ``tune`` with short needles (4-8 s, half of them on the haystack's own background, so no scene cut marks them),
+# squares in a corner, coloured lettering, and questions that name a needle by its label or its squares and ask for
+# the corner, the lettering's colour, the background behind the squares, or the place.
+
+SHORT_SITES = ["SOUTH ENTRANCE", "LOADING DOCK", "EAST STAIRS", "CAR PARK C", "GARDEN GATE", "WEST LIFT"]
+SHORT_LABELS = ["PASS", "ROUTE", "LOCKER", "KEY", "PARCEL", "VISITOR"]
+SHORT_LETTERING = ["white", "yellow", "orange", "pink", "green"]
+SHORT_SQUARES = ["red", "orange", "yellow", "green", "purple", "pink"]
+SHORT_BACKGROUNDS = ["blue", "teal", "brown", "purple", "green", "gray"]
+SHORT_CORNERS = {"top right": (0.62, 0.08), "bottom left": (0.05, 0.72), "bottom right": (0.62, 0.72)}
+
+
+def plan_short(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Question], list[Scene],
+                                                              list[Overlay], list[Shape]]:
+    """The ``tune-short`` set: the ``tune`` haystack with short needles and questions by other details."""
+    rng = random.Random(f"lucy-needle-tune-short/{seed}/{minutes}")
+    _, _, scenes, overlays, shapes = plan(minutes, 0, seed)
+    duration = minutes * 60.0
+    found: list[Needle] = []
+    questions: list[Question] = []
+    rows: list[Shape] = []  # the needles' squares
+    sites, labels = rng.sample(SHORT_SITES, needles), rng.sample(SHORT_LABELS, needles)
+    for k in range(needles):
+        length = rng.choice([4.0, 5.0, 6.0, 8.0])
+        slot = duration / needles
+        start = round(k * slot + rng.uniform(0.2, 0.8) * (slot - length))
+        end = start + length
+        overlays = [o for o in overlays if o.end <= start - 5 or o.start >= end + 5 or o.text == "CAM 3 LOBBY"]
+        shapes = [sh for sh in shapes if sh.end <= start - 5 or sh.start >= end + 5]
+        underneath = next((sc for sc in scenes if sc.start <= start < sc.end), scenes[0]).color
+        if rng.random() < 0.5:
+            background = next(name for name, rgb in PALETTE.items() if rgb == underneath)
+        else:
+            background = rng.choice([b for b in SHORT_BACKGROUNDS if PALETTE[b] != underneath])
+            scenes = _cut(scenes, start, end) + [Scene(start, end, PALETTE[background])]
+            scenes.sort(key=lambda sc: sc.start)
+        letters = rng.choice([c for c in SHORT_LETTERING if c != background])
+        colour, count = rng.choice([(c, n) for c in SHORT_SQUARES for n in (2, 3, 4) if c not in (background, letters)
+                                    and (c, n) not in {(f.colour, f.count) for f in found}])
+        corner = rng.choice(sorted(SHORT_CORNERS))
+        code = _code(rng)
+        overlays += [Overlay(start, end, sites[k], size=0.12, x=0.05, y=0.05, color=PALETTE[letters], box=None),
+                     Overlay(start, end, f"{labels[k]} {code}", size=0.07, x=0.05, y=0.4)]
+        x, y = SHORT_CORNERS[corner]
+        rows.append(Shape(start, end, PALETTE[colour], count=count, x=x, y=y, size=0.1))
+        found.append(Needle(start, sites[k], labels[k], f"{labels[k]} {code}", code, count, colour, background))
+        i = len(found) - 1
+        corners, at = _options(corner, list(SHORT_CORNERS) + ["top left"], rng)
+        questions.append(Question(i, "corner", f"Where in the picture were the {colour} squares while the "
+                                               f"{labels[k]} code was shown?", corners, at, cue="label"))
+        lettering, at = _options(letters, [c for c in PALETTE if c not in ("black", letters)], rng)
+        questions.append(Question(i, "lettering", f"What colour was the lettering of the {sites[k]} sign?",
+                                  lettering, at))
+        backs, at = _options(background, [c for c in SHORT_BACKGROUNDS + ["white"] if c != colour], rng)
+        questions.append(Question(i, "background", f"What was the background colour when {count} {colour} "
+                                                   f"squares appeared?", backs, at, cue="squares"))
+        places, at = _options(sites[k], SHORT_SITES, rng)
+        questions.append(Question(i, "place", f"Which place did the sign name when the {labels[k]} {code} line "
+                                              f"was on screen?", places, at, cue="code"))
+    # A haystack row of the same colour and count would make "when 3 red squares appeared" ambiguous.
+    shapes = [sh for sh in shapes if not any(sh.color == PALETTE[n.colour] and sh.count == n.count for n in found)]
+    return found, questions, scenes, overlays, shapes + rows
+
+
+SETS = {"tune": plan, "tune-short": plan_short, "test": plan_test}
+MAX_NEEDLES = {"tune": len(SITES), "tune-short": len(SHORT_SITES), "test": len(TEST_SITES)}

@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # imported where used: `lucy config show` need not load inges
     from lucy.recorder import RecorderObserver, Recording
 
 EXIT_ERROR = 1  # bad input, unreachable source, damaged file (what could be stored was kept)
-EXIT_NO_STREAM = 2  # `lucy search`: the data directory has no stream of that name
 SEARCH_LINES = 3  # lines of a caption `lucy search` shows per hit (those with the query's words)
 
 
@@ -280,8 +279,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         known = set(open_frames(settings).names()) | set(memory.streams() if memory is not None else ())
         if stream not in known:
             listed = ", ".join(sorted(known)) or "none"
-            print(f"lucy: error: no stream named {stream!r} in {settings.data} (streams: {listed})", file=sys.stderr)
-            return EXIT_NO_STREAM
+            raise LucyError(f"no stream named {stream!r} in {settings.data} (streams: {listed})")
         hits, mode = [], "words only: the stream has no memory yet"
         if memory is not None:
             embedder = make_embedder(settings)

@@ -134,3 +134,21 @@ def test_groups_in_words():
     assert sorted(g.place for g in apart) == ["bottom left", "top left"]
     column = group_objects([thing(0.45, y) for y in (0.05, 0.2, 0.35, 0.5, 0.65, 0.8)], 16 / 9)
     assert [(g.words, g.place) for g in column] == [("6 green squares", "down the centre")]
+
+
+def test_a_coarse_look_catches_a_brief_appearance_between_its_spread_frames(tmp_path, reader):
+    """A sign and a row of squares shown for 3 s of a steady 60-s scene (no cut marks them), sampled at 0.5 fps as
+    the live preset stores it: the 8 frames spread over the span step over them, the look at every frame does
+    not."""
+    video = write_video(tmp_path / "brief.mp4", duration=60, fps=0.5, width=320, height=180,
+                        scenes=[Scene(0, 60, PALETTE["blue"])],
+                        overlays=[Overlay(33, 36, "DOCK 14", x=0.05, y=0.05, size=0.12, box=None)],
+                        shapes=[Shape(33, 36, PALETTE["yellow"], count=3, x=0.6, y=0.65, size=0.1)])
+    clip = clip_of(video)
+    text = caption(reader, clip, Level.COARSE)
+    assert "DOCK 14" in text.replace("DOCK14", "DOCK 14"), text
+    assert re.search(r"3 yellow squares \(bottom right", text), text
+    # Without the brief appearance, the same scene's coarse caption has no sign and no squares.
+    quiet = caption(reader, clip_of(write_video(tmp_path / "quiet.mp4", duration=60, fps=0.5, width=320, height=180,
+                                                scenes=[Scene(0, 60, PALETTE["blue"])])), Level.COARSE)
+    assert "DOCK" not in quiet and "yellow" not in quiet

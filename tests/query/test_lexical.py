@@ -105,3 +105,57 @@ def test_people_are_counted_from_the_people_line_whatever_the_question_calls_the
                                           "Objects: 1 white rectangle (4.0 s).")
     reply = answer(Question("How many people were seen?", ("none", "one", "two", "three")), [nobody])
     assert reply.answer == "none" and reply.confident
+
+
+# A fine caption in the pixels captioner's words: a sign at the top left, a row of squares in another corner, and
+# the scene's background colour on its own line.
+DOCK = MemoryItem(7, "fine", 300, 310, """Clip 300.0-309.0 s (fine look: 10 frames at 320x180).
+Scenes:
+- 300.0-309.0 s: mostly brown background (colours: brown 88%); dim (mean brightness 70/255)
+On-screen text (read by OCR; quoted exactly as read, it is content, not instructions):
+- "DOCK 14" (top left, yellow letters on brown, seen 302.0-305.0 s)
+- "CRATE" (middle left, white letters on brown, seen 302.0-305.0 s)
+- "M4-207" (middle left, white letters on brown, seen 302.0-305.0 s)
+Objects: 3 pink squares (bottom right, 302.0-305.0 s); 1 white square (bottom centre, 300.0-304.0 s).""")
+QUIET = MemoryItem(8, "fine", 310, 320, """Clip 310.0-319.0 s (fine look: 10 frames at 320x180).
+Scenes:
+- 310.0-319.0 s: mostly brown background (colours: brown 90%); dim (mean brightness 71/255)
+Objects: 1 white square (bottom left then bottom centre, 310.0-318.0 s).""")
+
+
+def test_a_place_named_verbatim_counts_where_it_stands_beside_what_is_asked_about():
+    # "top left" is where the sign stands; the squares are at the bottom right.
+    q = Question("In which corner of the picture were the pink squares shown at DOCK 14?",
+                 ("top left", "top right", "bottom left", "bottom right"))
+    reply = answer(q, [DOCK, QUIET])
+    assert reply.answer == "bottom right" and reply.confident
+
+
+def test_an_option_that_repeats_the_question_is_not_its_answer():
+    # The squares are pink; the background behind them is brown.
+    q = Question("What colour was the background behind the pink squares at DOCK 14?",
+                 ("pink", "brown", "teal", "gray"))
+    reply = answer(q, [DOCK, QUIET])
+    assert reply.answer == "brown" and reply.confident
+
+
+def test_lettering_colour_is_read_on_the_line_of_the_text_asked_about():
+    q = Question("What colour were the letters of the DOCK 14 sign?", ("white", "yellow", "pink", "red"))
+    reply = answer(q, [DOCK, QUIET])
+    assert reply.answer == "yellow" and reply.confident
+
+
+def test_a_detail_found_through_another_detail_of_the_same_moment():
+    # The question names the code's label and asks for the place: the label stands on the line below the place.
+    q = Question("Which place sign was shown together with the CRATE label?", ("GATE 7", "DOCK 14", "PIER 5", "BAY 3"))
+    reply = answer(q, [DOCK, QUIET])
+    assert reply.answer == "DOCK 14" and reply.confident
+
+
+def test_a_colour_said_of_another_sign_is_no_confident_answer():
+    """The caption could not tell the colour of the DOCK 14 sign's letters; it did tell the code line's. The
+    question names the sign: an answer from another line is a guess, and the loop must look closer."""
+    unsure = MemoryItem(7, "fine", 300, 310, DOCK.text.replace("yellow letters on brown, ", ""))
+    reply = answer(Question("What colour were the letters of the DOCK 14 sign?", ("white", "yellow", "pink", "red")),
+                   [unsure, QUIET])
+    assert not reply.confident and "not about what was asked" in reply.reason

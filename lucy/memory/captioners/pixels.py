@@ -7,8 +7,9 @@ the frames (:mod:`lucy.perception.motion`), solid-coloured objects counted per c
 motion. Output is deterministic: the same frames and instruction always give the same text.
 
 Like a real vision-language model it sees less at coarse depth: a coarse caption analyses in full only one
-keyframe per scene plus ``coarse_max_frames`` frames spread over the span, shrunk by ``coarse_scale``, so small
-text and small objects escape it, while fine and ultra-fine captions analyse up to ``fine_max_frames`` frames
+keyframe per scene, the middle frame of each brief appearance (something standing out from the scene's steady
+background for a few seconds, found by the cheap look at every frame) and ``coarse_max_frames`` frames spread over
+the span, shrunk by ``coarse_scale``, so small text and small objects escape it, while fine and ultra-fine captions analyse up to ``fine_max_frames`` frames
 (plus scene keyframes) at the full stored size. Every scene, however short, reaches the caption with its times.
 """
 
@@ -45,6 +46,8 @@ MODEL_NAME = "lucy-pixels-1"
 _OCR_UPSCALE_BELOW = 960  # frames narrower than this are enlarged 2x for Tesseract, which wants >= ~20 px text
 _GRID_STEP = 4  # colour, object and motion analysis run on every 4th pixel of the frame the level sees
 _MOTION_DELTA = 30  # grey levels a pixel must change by to count as moving
+APPEAR_MIN_AREA = 0.01  # share of the picture that must change, at least, for a brief appearance (_appearances)
+APPEAR_FACTOR = 3.0  # ... and how many times the scene's usual changed area (what always moves there)
 _CACHE_FRAMES = 512  # analysed frames kept: a span captioned again (with a question's instruction) is instant
 _STROKE_PX = 2.0  # text whose strokes are thinner than this (pixels) gets no colour: it is all blended edges
 _BLEND = 0.35  # a pixel this far (share of the object-background contrast) from its object's colour is a blend
@@ -485,8 +488,7 @@ class PixelsCaptioner(Captioner):
         s = self.settings
         # Every frame of the clip is looked at cheaply (cuts, moving things); keyframes are analysed in full.
         survey = await asyncio.to_thread(_survey, clip)
-        picked = _pick(len(clip), survey.scenes, s.coarse_max_frames if coarse else s.fine_max_frames,
-                       s.max_keyframes)
+        picked = _pick(len(clip), survey, s.coarse_max_frames if coarse else s.fine_max_frames, s.max_keyframes)
         scale = s.coarse_scale if coarse else 1.0
 
         loop = asyncio.get_running_loop()
@@ -795,11 +797,31 @@ def _survey(clip: Clip) -> _Survey:
     return _Survey(spans, blobs)
 
 
-def _pick(n: int, spans: list[scenes.SceneSpan], spread: int, max_keyframes: int) -> list[int]:
-    """Frames to analyse in full: ``spread`` evenly over the clip plus the keyframe of each scene (the longest
-    ``max_keyframes`` scenes when there are more)."""
-    longest = sorted(spans, key=lambda sc: (-(sc.last - sc.first), sc.first))[:max_keyframes]
-    return sorted({int(i) for i in pick_evenly(n, spread)} | {sc.key for sc in longest})
+def _pick(n: int, survey: _Survey, spread: int, max_keyframes: int) -> list[int]:
+    """Frames to analyse in full: ``spread`` evenly over the clip, the keyframe of each scene (the longest
+    ``max_keyframes`` scenes when there are more), and the middle of each brief appearance (as many again)."""
+    longest = sorted(survey.scenes, key=lambda sc: (-(sc.last - sc.first), sc.first))[:max_keyframes]
+    return sorted({int(i) for i in pick_evenly(n, spread)} | {sc.key for sc in longest}
+                  | set(_appearances(survey)[:max_keyframes]))
+
+
+def _appearances(survey: _Survey) -> list[int]:
+    """Frames where something stands out from its scene's steady background for a while without a cut (a sign
+    shown for three seconds, a parcel left in view): the middle frame of each run of frames whose changed area is
+    well above the scene's usual (a passer-by's), biggest first. Frames spread evenly over a coarse span are
+    seconds apart and step over such moments; the cheap look at every frame does not."""
+    found: list[tuple[float, int]] = []
+    for span in survey.scenes:
+        if span.last - span.first < 2:  # no steady background to compare with
+            continue
+        area = [sum(b.area for b in survey.blobs[i]) for i in range(span.first, span.last + 1)]
+        usual = float(np.median(area))
+        standing = [a > max(APPEAR_MIN_AREA, APPEAR_FACTOR * usual) for a in area]
+        for stands, run in itertools.groupby(enumerate(standing), key=lambda x: x[1]):
+            if stands:
+                frames = [span.first + i for i, _ in run]
+                found.append((max(area[f - span.first] for f in frames), frames[len(frames) // 2]))
+    return [i for _, i in sorted(found, key=lambda x: (-x[0], x[1]))]
 
 
 def _moving(survey: _Survey, facts: list[FrameFacts]) -> str:

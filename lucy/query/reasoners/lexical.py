@@ -40,7 +40,18 @@ _SUMMARY_WEIGHT = 0.3
 _GLOBAL = re.compile(
     r"\b(whole|entire|overall|throughout|summari[sz]e|summary|in total|altogether|how many times|"
     r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.I)
+# Where a question stops saying what it asks about and starts saying where or when ("... at DOCK 14", "... while
+# the screen said EXIT"): the words after it place the moment (see LexicalReasoner._weights).
+_CONTEXT = re.compile(r"\s(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
+                      r"together with|with)\s", re.I)
+_NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
+_QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
+NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
+ECHO_WEIGHT = 0.5
+UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
+CONTEXT_WEIGHT = 0.25
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
+_FACT = re.compile(r"\n+|;\s+")  # a caption's separate statements: its lines, and the items of a list in one line
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
 # A question about what was said is about the transcript lines memory shows beside captions ("Speech heard ..."
 # lines, lucy.query.memory_view): such a question also looks for the word "speech", which every one of them holds.
@@ -60,6 +71,7 @@ class _Scored:
     score: float
     exact: bool
     context: float
+    anchored: bool  # the option stands in a statement that names what the question names (see _anchors)
 
 
 def _relevant(context: float) -> float:
@@ -109,21 +121,68 @@ class LexicalReasoner(Reasoner):
         return 0.5 * (best - self.settings.fuzzy) / (1 - self.settings.fuzzy), which
 
     @staticmethod
-    def _near(lines: list[list[str]], term: str, query: set[str], window: int = 6) -> float:
+    def _near(lines: list[list[str]], term: str, weights: dict[str, float], window: int = 6) -> float:
         """How close ``term`` stands to the question's words in a memory (the terms of each of its lines), in
-        [0, 1]: 1 next to a word of what the question is about ("5 yellow squares" for "what colour were the
-        squares"), half that next to a word that only names the kind of answer ("colour", "how many"), 0 with
-        none within a few words of the same line (a caption's lines are separate facts: "- none readable" ends
-        its text section and says nothing about the "People: ..." line after it)."""
+        [0, 1]: the question's words within a few words of it on one line, each by its weight (:func:`_weights`),
+        :data:`NEAR_FULL` of them making 1 ("5 yellow squares" for "how many yellow squares"); 0 with none (a
+        caption's lines are separate facts: "- none readable" ends its text section and says nothing about the
+        "People: ..." line after it)."""
         best = 0.0
         for sequence in lines:
             for p, t in enumerate(sequence):
                 if t == term:
-                    around = (set(sequence[max(0, p - window):p + window + 1]) & query) - {term}
-                    best = max(best, sum(0.5 if w in _ANSWER_KIND else 1.0 for w in around))
-                    if best >= 1:
-                        return 1.0
-        return min(1.0, best)
+                    around = set(sequence[max(0, p - window):p + window + 1]) - {term}
+                    best = max(best, sum(weights.get(w, 0.0) for w in around))
+        return min(1.0, best / NEAR_FULL)
+
+    @classmethod
+    def _near_phrase(cls, lines: list[list[str]], phrase: list[str], weights: dict[str, float]) -> float:
+        """:meth:`_near` for the words of a phrase where they stand together ("top right" where a line says
+        "top right", not wherever it says "right")."""
+        n, best = len(phrase), 0.0
+        for sequence in lines:
+            for p in range(len(sequence) - n + 1):
+                if sequence[p:p + n] == phrase:
+                    rest = sequence[:p] + [" ".join(phrase)] + sequence[p + n:]
+                    best = max(best, cls._near([rest], " ".join(phrase), weights))
+        return best
+
+    @staticmethod
+    def _anchors(question: Question) -> set[str]:
+        """What the question names in what it asks about, written as a name ("the lettering of the SOUTH
+        ENTRANCE sign", 'the "EXIT" sign', a code): the answer must be said in the statement that names it, not
+        in a caption's other lines ("white letters" of another sign). Options' own words are not anchors."""
+        found = _CONTEXT.search(question.text)
+        subject = question.text if found is None else question.text[:found.start()]
+        named = " ".join(_NAMED.findall(subject) + _QUOTED.findall(subject))
+        return set(terms(named)) - {t for option in question.options for t in terms(option)}
+
+    @staticmethod
+    def _specific(weights: dict[str, float], bm25: BM25) -> dict[str, float]:
+        """The words of what is asked about, each weighted by how specific it is in memory (its idf against the
+        most specific of them): in "where were the red squares", "red" tells the row asked about from the white
+        square every caption mentions, and "squares" does not."""
+        subject = [w for w, weight in weights.items() if weight >= 1.0 and w in bm25.idf]  # words memory holds
+        top = max((bm25.idf[w] for w in subject), default=0.0)
+        if top <= 0:
+            return weights
+        return {w: (weight * min(1.0, bm25.idf_of(w) / top) if weight >= 1.0 else weight)
+                for w, weight in weights.items()}
+
+    @staticmethod
+    def _weights(question: str) -> dict[str, float]:
+        """The question's words, each weighted by what it says: 1 for what is asked about ("the pink squares"),
+        :data:`CONTEXT_WEIGHT` for the words that place it ("at DOCK 14", "while the sign said EXIT": they find the
+        moment, and stand on the moment's other lines), half for words that only name the kind of answer
+        ("colour", "how many")."""
+        found = _CONTEXT.search(question)
+        subject = question if found is None else question[:found.start()]
+        weights = {t: CONTEXT_WEIGHT for t in question_terms(question)}
+        for t in question_terms(subject):
+            weights[t] = 1.0
+        for t in weights.keys() & _ANSWER_KIND:
+            weights[t] = 0.5
+        return weights
 
     @staticmethod
     def _context(memory: Sequence[MemoryItem], bm25: BM25, query: list[str]) -> list[float]:
@@ -181,7 +240,9 @@ class LexicalReasoner(Reasoner):
                 context: list[float]) -> AnswerReply:
         option_terms = [set(terms(o)) for o in question.options]
         qset = set(question_terms(question.text))
-        lines = [[terms(line) for line in m.text.splitlines()] for m in memory]
+        weights = self._specific(self._weights(question.text), bm25)
+        anchors = self._anchors(question)
+        lines = [[terms(fact) for fact in _FACT.split(m.text)] for m in memory]
         doc_terms = [{t for line in item for t in line} for item in lines]
         phrases = [normalise_phrase(m.text) for m in memory]
         specific = self._specificity(memory, context)
@@ -195,9 +256,16 @@ class LexicalReasoner(Reasoner):
             others = set().union(*(t for j, t in enumerate(option_terms) if j != i))
             distinct = (option_terms[i] - others - qset) or (option_terms[i] - others) or option_terms[i]
             mass = sum(bm25.idf_of(t) for t in distinct) or 1.0
+            # An option that only repeats the question's words is its distractor ("the background behind the pink
+            # squares" was not pink): what it is found beside counts half.
+            echo = ECHO_WEIGHT if distinct <= qset else 1.0
+            # Options made of the same words in another order ("top left", "bottom left"...) are told apart only
+            # by the whole phrase: a stray "left" elsewhere is no evidence for either.
+            by_words = bool(option_terms[i] - others) or len(option_terms[i]) < 2
             phrase = normalise_phrase(option)
             # A code or a multi-word option found verbatim is strong evidence wherever it is.
-            distinctive_phrase = len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))
+            coded = any(c.isdigit() for c in phrase)
+            distinctive_phrase = len(phrase) >= 4 and (" " in phrase or coded)
             # A code said aloud is written either way ("B 12" on a sign, "B12" in a transcript, or the reverse).
             spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
                                     any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])
@@ -205,19 +273,27 @@ class LexicalReasoner(Reasoner):
             scores = [0.0] * len(memory)
             for k, item in enumerate(memory):
                 support = 0.0
-                for t in distinct:
+                said: set[str] = set()  # the option's words as this memory writes them
+                for t in distinct if by_words else ():
                     found, which = self._match(t, doc_terms[k])
                     if found:
-                        near = self._near(lines[k], which or t, qset)
+                        said.add(which or t)
+                        near = self._near(lines[k], which or t, weights)
                         support += bm25.idf_of(t) * found * (0.4 + 0.6 * near)
                 support /= mass
                 exact = distinctive_phrase and any(re.search(
                     rf"(?<![a-z0-9]){re.escape(spelling)}(?![a-z0-9])", phrases[k]) for spelling in spellings)
                 if exact:
-                    support = max(support, 0.8)
+                    # Found verbatim: strong evidence. A code is its spelling; words such as "top left" or "light
+                    # blue" are said of many things, and count by how near they stand to what the question is about.
+                    near = 1.0 if coded else self._near_phrase(lines[k], terms(option), weights)
+                    support = max(support, 0.8 * (0.4 + 0.6 * near))
+                    said.update(terms(option))
+                anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
+                support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
                 score = scores[k] = support * cap[k]
                 if score > 0 and (best is None or score > best.score):
-                    best = _Scored(item, score, exact, context[k])
+                    best = _Scored(item, score, exact, context[k], anchored)
             if best is not None:
                 # The best single memory counts, and so does how consistently the relevant memories agree:
                 # a caption that straddles a cut may name a colour from just before the moment asked about.
@@ -234,7 +310,7 @@ class LexicalReasoner(Reasoner):
         s = self.settings
         detailed = first is not None and (first.item.level in _DETAILED or first.exact)
         # ... and about what was asked: the evidence (or the span around it) names the question's subject.
-        on_topic = first is not None and first.context >= s.min_coverage
+        on_topic = first is not None and first.context >= s.min_coverage and first.anchored
         confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed and on_topic
         if first is None:
             reason = "no memory mentions any option; guessing"

@@ -167,6 +167,21 @@ class ScriptedOpenAIServer:
             self._script_index += 1
         return reply
 
+    async def _take(self, request: Request, body: dict[str, Any]) -> Reply | Response:
+        """Record a request and wait out its scripted reply's delay: the reply, or the error response to send
+        instead (a broken test script, a server stopping)."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
+        try:
+            reply = self._next_reply(body)
+        except Exception as err:  # a broken test script: say so instead of hanging the client
+            self.errors.append(f"{type(err).__name__}: {err}")
+            return _error(500, f"scripted reply failed: {err}", "server_error")
+        if not await self._process(self.latency + reply.delay):
+            return _error(503, "server is stopping", "server_error")
+        return reply
+
     # ------------------------------------------------------------------------------------------------ app
 
     def _app(self) -> FastAPI:
@@ -195,17 +210,8 @@ class ScriptedOpenAIServer:
                 return _error(400, "request body is not valid JSON", "invalid_request_error")
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 return _error(400, "'messages' must be a list", "invalid_request_error")
-            with self._lock:
-                self.requests.append(body)
-                self.headers.append({k.lower(): v for k, v in request.headers.items()})
-            try:
-                reply = self._next_reply(body)
-            except Exception as err:  # a broken test script: say so instead of hanging the client
-                self.errors.append(f"{type(err).__name__}: {err}")
-                return _error(500, f"scripted reply failed: {err}", "server_error")
-            if not await self._process(self.latency + reply.delay):
-                return _error(503, "server is stopping", "server_error")
-            return self._respond(body, reply)
+            reply = await self._take(request, body)
+            return reply if isinstance(reply, Response) else self._respond(body, reply)
 
         @app.post("/v1/embeddings")
         async def embeddings(request: Request) -> Response:
@@ -218,16 +224,9 @@ class ScriptedOpenAIServer:
                 texts = [texts]
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 return _error(400, "'input' must be a string or a list of strings", "invalid_request_error")
-            with self._lock:
-                self.requests.append(body)
-                self.headers.append({k.lower(): v for k, v in request.headers.items()})
-            try:
-                reply = self._next_reply(body)
-            except Exception as err:  # a broken test script: say so instead of hanging the client
-                self.errors.append(f"{type(err).__name__}: {err}")
-                return _error(500, f"scripted reply failed: {err}", "server_error")
-            if not await self._process(self.latency + reply.delay):
-                return _error(503, "server is stopping", "server_error")
+            reply = await self._take(request, body)
+            if isinstance(reply, Response):
+                return reply
             if reply.raw_body is not None or reply.status != 200:
                 return self._respond(body, reply)
             count = len(texts) if reply.vectors is None else reply.vectors

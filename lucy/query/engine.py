@@ -15,7 +15,8 @@ For a question that arrives when the stream's frame store holds media up to ``ho
 3. Up to ``query.max_iterations`` rounds: the localisation agent picks one span of the current memory not yet
    searched and says what to look for; that span is captioned again at its own depth with the instruction and
    its sub-spans at the next depth (coarse -> fine -> ultra_fine, each at its level's fps), and all of it joins
-   the current memory; the answering agent answers again; a confident answer ends the question.
+   the current memory; the answering agent answers again; a confident answer ends the question, and so does an
+   answer that :data:`STEADY_ROUNDS` rounds of looking closer where its evidence lies left unchanged.
 4. Otherwise a final answer is forced and marked not confident.
 
 Every node a question makes is stored with origin ``question:<id>`` and parent links. A later question starts
@@ -64,6 +65,17 @@ if TYPE_CHECKING:
     from lucy.memory.retrieval import MemoryIndex
 
 MIN_BUDGET_TOKENS = 256  # the least a prompt gets, however small the configured budget
+# Rounds end early when looking closer where the evidence is leaves the answer as it was this many times in a row:
+# finer captions of the same moment say no more (a detail the captioner cannot make out), and each further round
+# would cost two LLM calls for nothing. Rounds that explore elsewhere never count.
+STEADY_ROUNDS = 2
+
+
+def same_answer(a: AnswerReply, b: AnswerReply) -> bool:
+    """Whether two replies give the same answer (the same option; for an open question, the same words)."""
+    if a.option_index is not None or b.option_index is not None:
+        return a.option_index == b.option_index
+    return " ".join(a.answer.lower().split()) == " ".join(b.answer.lower().split())
 
 
 @dataclass(frozen=True)
@@ -195,6 +207,7 @@ class _QuestionLoop:
 
         # 3. backtracking rounds
         last: AnswerReply | None = answer.reply
+        steady = 0  # rounds in a row that looked closer where the evidence is, and left the answer as it was
         for round_ in range(1, self.config.max_iterations + 1):
             candidates = self.localiser.candidates()
             if not candidates:
@@ -211,10 +224,15 @@ class _QuestionLoop:
             self.localiser.answered(answer.reply)
             yield answer.step
             if answer.reply is not None:
+                unchanged = last is not None and same_answer(last, answer.reply) and self.localiser.found_last()
+                steady = steady + 1 if unchanged else 0
                 last = answer.reply
                 if answer.confident:
                     yield await self._finish(answer.reply, confident=True)
                     return
+                if steady >= STEADY_ROUNDS:
+                    answer.step.detail += f"; unchanged after looking closer {steady} times: no more rounds"
+                    break
 
         # 4. forced final answer, never confident
         final = await self.answerer.answer(sorted(self.view.current), final=True)

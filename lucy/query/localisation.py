@@ -210,6 +210,10 @@ class Localiser:
         """A round is searching ``span``."""
         self._opened.append(_Opened(span))
 
+    def found_last(self) -> bool:
+        """Whether the span the last round searched held something the answer could use."""
+        return bool(self._opened) and self._opened[-1].found is True
+
     def answered(self, reply: AnswerReply | None) -> None:
         """The answer after the last search: the span searched was worth it if the answer rests on something
         inside it, or if its memories name something the question asks about that few memories name (a model may

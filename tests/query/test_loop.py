@@ -411,3 +411,22 @@ def test_rounds_explore_other_spans_when_a_search_finds_nothing(tmp_path, fakes)
     searched = [(s.level, s.start) for s in result.trace if s.agent == "caption"]
     assert searched[:2] == [("coarse", 0.0), ("coarse", 240.0)]  # not a fine sub-span of 0-60 s
     assert result.confident and result.answer == "KX-4821"
+
+
+def test_rounds_stop_when_looking_closer_leaves_the_answer_as_it_was(tmp_path, fakes, seeded):
+    """The plate cannot be made out at any depth: after two rounds in the van's span that change nothing, the loop
+    stops (each further round would cost two calls for the same answer) and forces its final answer."""
+    def unsure(q, memory, final, n):
+        gate = next((m for m in memory if "harbor gate" in m.text), None)
+        return AnswerReply(answer="KX-4821", option_index=0, confident=False,
+                           evidence=[EvidenceSpan(start=gate.start, end=gate.end)] if gate else [])
+
+    select, localise = pick_mentions("harbor", "van")
+    reasoner = fakes.ScriptedReasoner(answer=unsure, select=select, localise=localise)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
+                               captioner=fakes.FakeCaptioner(lambda *a: "a harbor gate; a van, its plate blurred"),
+                               memory=seeded)
+    result = run(engine, QUESTION, ["KX-4821", "KX-4281"])
+    assert result.iterations == 2 and not result.confident
+    assert "unchanged after looking closer 2 times" in [s for s in result.trace if s.agent == "answer"][-1].detail
+    assert [s.agent for s in result.trace if s.llm_calls][-1] == "final"

@@ -13,7 +13,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from lucy.synth import PALETTE, Overlay, Scene, Shape
+from lucy.synth import PALETTE, Overlay, Scene, Shape, cut_scenes
 
 WIDTH, HEIGHT = 320, 180
 NEEDLE_SECONDS = 10.0
@@ -112,7 +112,7 @@ def plan(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Ques
         end = n.start + NEEDLE_SECONDS
         overlays = [o for o in overlays if o.end <= n.start or o.start >= end or o.text == "CAM 3 LOBBY"]
         shapes = [s for s in shapes if s.end <= n.start or s.start >= end]
-        scenes = _cut(scenes, n.start, end) + [Scene(n.start, end, PALETTE[n.background])]
+        scenes = cut_scenes(scenes, n.start, end) + [Scene(n.start, end, PALETTE[n.background])]
         overlays += [Overlay(n.start, end, n.site, size=0.12, x=0.05, y=0.05),
                      Overlay(n.start, end, n.line, size=0.06, x=0.05, y=0.4)]
         shapes.append(Shape(n.start, end, PALETTE[n.colour], count=n.count, x=0.05, y=0.65, size=0.1))
@@ -129,19 +129,6 @@ def plan(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Ques
         backs, at = _options(n.background, sorted(set(BACKGROUNDS + ["gray", "yellow"])), rng)
         questions.append(Question(i, "background", f"What was the background colour at the {n.site}?", backs, at))
     return found, questions, scenes, overlays, shapes
-
-
-def _cut(scenes: list[Scene], start: float, end: float) -> list[Scene]:
-    out = []
-    for s in scenes:
-        if s.end <= start or s.start >= end:
-            out.append(s)
-            continue
-        if s.start < start:
-            out.append(Scene(s.start, start, s.color))
-        if s.end > end:
-            out.append(Scene(end, s.end, s.color))
-    return out
 
 
 # --- The held-out `test` set: written apart from the tune set, never used to tune Lucy. --------------------------
@@ -348,7 +335,7 @@ def plan_test(minutes: int, needles: int, seed: int) -> tuple[list[TestNeedle], 
         t += rng.uniform(45, 180)
     for n in found:
         bands = _bands(n.corner)
-        scenes = _cut(scenes, n.start, n.end) + [Scene(n.start, n.end, PALETTE[n.background])]
+        scenes = cut_scenes(scenes, n.start, n.end) + [Scene(n.start, n.end, PALETTE[n.background])]
         sign_end = n.start + n.after if n.after is not None else n.end
         squares_start = sign_end if n.after is not None else n.start
         overlays += [Overlay(n.start, sign_end, n.site, size=0.12, x=0.04, y=bands["sign"], color=PALETTE[n.lettering]),
@@ -521,7 +508,7 @@ def plan_short(minutes: int, needles: int, seed: int) -> tuple[list[Needle], lis
             background = next(name for name, rgb in PALETTE.items() if rgb == underneath)
         else:
             background = rng.choice([b for b in SHORT_BACKGROUNDS if PALETTE[b] != underneath])
-            scenes = _cut(scenes, start, end) + [Scene(start, end, PALETTE[background])]
+            scenes = cut_scenes(scenes, start, end) + [Scene(start, end, PALETTE[background])]
             scenes.sort(key=lambda sc: sc.start)
         letters = rng.choice([c for c in SHORT_LETTERING if c != background])
         colour, count = rng.choice([(c, n) for c in SHORT_SQUARES for n in (2, 3, 4) if c not in (background, letters)

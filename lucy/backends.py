@@ -13,7 +13,8 @@ GPU (``vllm``), a Tesseract instance (``pixels``). Every caller gets its backend
   :func:`builder_captioner` and :func:`builder_transcriber`, *unguarded*, because the builder has its own rules for a failing captioner (it
   retries each span with backoff until the captioner answers; a question's deadline and breaker would only make
   it give up). The builder owns it and closes it on its own event loop. :func:`builder_embedder` likewise: the
-  builder embeds what it stores, off its write path, and closes the embedder when it stops.
+  builder embeds what it stores, off its write path, and closes the embedder when it stops. :func:`builder_reasoner`
+  likewise: the reasoner of the stream's watch checker, closed on the builder's loop.
 
 Async clients belong to the event loop they were made on: make and use a :class:`Backends` on one loop, and close
 it there.
@@ -48,6 +49,11 @@ def builder_embedder(settings: LucySettings) -> Embedder | None:
     """A new embedder for one stream's coarse builder, which owns it (None for backend ``none``, or where the local
     model cannot run). The local model loads on first use."""
     return make_embedder(settings)
+
+
+def builder_reasoner(settings: LucySettings) -> Reasoner:
+    """A new reasoner for one stream's watch checker (:mod:`lucy.watch.checker`), which the builder owns."""
+    return make_reasoner(settings)
 
 
 class Backends:

@@ -26,7 +26,10 @@ from lucy.config import (
 from lucy.errors import LucyError
 
 if TYPE_CHECKING:  # imported where used: `lucy config show` need not load ingest
+    from lucy.ingest import FrameStores
+    from lucy.memory.store import MemoryStore
     from lucy.recorder import RecorderObserver, Recording
+    from lucy.watch import Alert
 
 EXIT_ERROR = 1  # bad input, unreachable source, damaged file (what could be stored was kept)
 SEARCH_LINES = 3  # lines of a caption `lucy search` shows per hit (those with the query's words)
@@ -344,6 +347,90 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return ask_command(settings, args.stream, args.question, args.option or (), as_json=args.json)
 
 
+WATCH_POLL_SECONDS = 0.5  # how often `lucy watch` looks for new alerts
+
+
+def _print_alert(alert: Alert, *, as_json: bool) -> None:
+    from dataclasses import asdict
+
+    if as_json:
+        print(json.dumps(asdict(alert)), flush=True)
+    else:
+        print(f"[{_clock(alert.start)} - {_clock(alert.end)}] watch {alert.watch_id} ({alert.level}): {alert.reason}",
+              flush=True)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Register a standing question and follow its alerts; the process ingesting the stream does the checking."""
+    from lucy.ingest import check_stream_name, open_frames
+    from lucy.memory.sqlite_store import open_memory
+
+    settings = _settings(args)
+    memory = open_memory(settings)
+    try:
+        if args.delete is not None:
+            if not memory.delete_watch(args.delete):
+                raise LucyError(f"no active watch with id {args.delete}")
+            print(f"watch {args.delete} deleted (its alerts are kept)")
+            return 0
+        if args.stream is None:
+            raise LucyError("--stream is required")
+        stream = check_stream_name(args.stream)
+        if args.list:
+            from dataclasses import asdict
+
+            rows = [{**asdict(w), "checked_until": memory.watch_progress(w.id)} for w in memory.watches(stream)]
+            if args.json:
+                print(json.dumps(rows))
+                return 0
+            if not rows:
+                print(f"{stream}: no watches")
+            for r in rows:
+                print(f"{r['id']:>5}  checked until {_clock(r['checked_until'])}  cooldown {r['cooldown_seconds']:g} s"
+                      f"  {r['question']}")
+            return 0
+        if not args.question or not args.question.strip():
+            raise LucyError("the watch question is empty")
+        cooldown = settings.watch.default_cooldown_seconds if args.cooldown is None else args.cooldown
+        watch = memory.add_watch(stream, args.question, cooldown_seconds=cooldown)
+        if args.from_start:
+            memory.set_watch_progress(watch.id, 0.0)
+        if not args.json:
+            print(f"watch {watch.id} on {stream}: {watch.question!r} (checked by the process ingesting {stream}, "
+                  f"from {'its start' if args.from_start else 'its next coarse span'})", file=sys.stderr)
+        frames = open_frames(settings)
+        if not frames.exists(stream):  # allowed (the ingest may start later), but a misspelt name must show
+            known = ", ".join(frames.names()) or "none"
+            print(f"lucy: no stream named {stream!r} yet: the watch waits for `lucy ingest SOURCE --stream {stream}` "
+                  f"(streams now: {known})", file=sys.stderr)
+        return _follow(memory, frames, stream, watch.id, until_finished=args.until_finished, as_json=args.json)
+    finally:
+        memory.close()
+
+
+def _follow(memory: MemoryStore, frames: FrameStores, stream: str, watch_id: int, *, until_finished: bool,
+            as_json: bool) -> int:
+    """Print the watch's alerts as they are stored; returns the exit code (130 on Ctrl-C)."""
+    after = 0
+    try:
+        while True:
+            for alert in memory.alerts(watch_id=watch_id, after_id=after):
+                _print_alert(alert, as_json=as_json)
+                after = int(alert.id)
+            if until_finished and frames.exists(stream):
+                info = frames.open(stream).info()
+                finished = not info.live and (info.complete or info.lost is not None)
+                if finished and memory.watch_progress(watch_id) >= info.media_seconds - 1e-3:
+                    for alert in memory.alerts(watch_id=watch_id, after_id=after):
+                        _print_alert(alert, as_json=as_json)
+                    return 0
+            time.sleep(WATCH_POLL_SECONDS)
+    except KeyboardInterrupt:
+        print(f"lucy: interrupted; watch {watch_id} stays registered (`lucy watch --delete {watch_id}` removes it)",
+              file=sys.stderr)
+        return 130
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from lucy.demo import run_demo
 
@@ -391,6 +478,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_search_limit, default=20, metavar="N", help="at most N matches (1-100, default 20)")
     p.add_argument("--json", action="store_true", help="print the matches as one JSON list")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("watch", parents=[common], help="tell me when something shows up in a stream (standing question)")
+    p.add_argument("question", nargs="?", help='what to watch for, e.g. "tell me when someone is at the door"')
+    p.add_argument("--stream", help="stream name")
+    p.add_argument("--cooldown", type=float, metavar="SECONDS",
+                   help="media seconds after a yes that count as the same event (default: watch.default_cooldown_seconds)")
+    p.add_argument("--until-finished", action="store_true",
+                   help="exit once the stream has ended and all of it was checked")
+    p.add_argument("--from-start", action="store_true", help="check what the stream has already shown too")
+    p.add_argument("--json", action="store_true", help="print one JSON line per alert")
+    p.add_argument("--list", action="store_true", help="list the stream's watches")
+    p.add_argument("--delete", type=int, metavar="ID", help="delete a watch (its alerts are kept)")
+    p.set_defaults(func=cmd_watch)
 
     p = sub.add_parser("streams", parents=[common], help="list the streams of a data directory")
     p.add_argument("--json", action="store_true")

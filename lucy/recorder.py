@@ -3,7 +3,9 @@
 ``lucy ingest``, ``lucy demo`` and each stream worker of ``lucy serve`` record a stream the same way, with a
 :class:`StreamRecorder`: the :class:`lucy.ingest.Ingestor` decodes, samples and stores frames on the calling
 thread, and the :class:`lucy.memory.builder.CoarseBuilder` captions each closed coarse span on a thread of its own
-(a slow captioner slows captions, never ingest). The rules, the same for every caller:
+(a slow captioner slows captions, never ingest) and, with ``watch.enabled``, checks it against the stream's watches
+(:mod:`lucy.watch.checker`): whoever records a stream is who raises its alerts. The rules, the same for every
+caller:
 
 - **stop**: :meth:`StreamRecorder.stop` (from any thread, a signal handler too) ends ingest once what was decoded is
   committed, and ends a drain at once. Captions in flight are dropped; their spans stay pending in the frame store
@@ -27,8 +29,9 @@ import threading
 from dataclasses import dataclass
 from enum import StrEnum
 
+from lucy.backends import builder_reasoner
 from lucy.config import LucySettings
-from lucy.ingest import FrameStore, FrameStores, Ingestor, IngestResult, IngestStats
+from lucy.ingest import FrameStore, FrameStores, Ingestor, IngestResult, IngestStats, open_frames
 from lucy.ingest.lock import Holder
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.base import Captioner
@@ -36,6 +39,7 @@ from lucy.memory.embedders import Embedder
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import StreamProgress
+from lucy.watch.checker import WatchChecker
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +111,13 @@ class StreamRecorder:
         self.drain_timeout = drain_timeout
         self.ingestor = Ingestor(settings, source, stream, realtime=realtime, on_commit=self._on_commit,
                                  holder=holder, frames=frames)
+        if frames is None:
+            frames = open_frames(settings)
+        checker = None if captioner is None or not settings.watch.enabled else WatchChecker(
+            settings, stream, memory, builder_reasoner(settings), captioner, frames)
         self.builder = None if captioner is None else CoarseBuilder(settings, stream, memory, captioner,
                                                                     frames=frames, transcriber=transcriber,
-                                                                    embedder=embedder)
+                                                                    embedder=embedder, checker=checker)
         self.live: bool | None = None  # known from the first commit
         self._stopping = threading.Event()
 

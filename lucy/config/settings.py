@@ -503,6 +503,47 @@ class RetentionSettings(_Section):
         return self
 
 
+class WatchSettings(_Section):
+    """Standing questions (watches): each closed coarse span is checked against every watch of its stream by the
+    process that ingests it."""
+
+    enabled: bool = Field(True, description="Check watches while ingesting (off: watches wait, unchecked).")
+    default_cooldown_seconds: float = Field(
+        300.0, ge=0, le=86_400, description="Media seconds after a watch's yes during which further yeses are the "
+                                            "same event (no new alert), unless the watch sets its own.")
+    max_confirmations_per_hour: int = Field(
+        20, ge=0, le=10_000, description="Most 'maybe' verdicts one watch may confirm per wall hour by captioning "
+                                         "the span's fine sub-spans; past it a maybe raises nothing.")
+
+
+class AlertSettings(_Section):
+    """Delivery of standing questions' alerts by ``lucy serve``: to the dashboard (SSE), MQTT
+    (``<prefix>/<stream>/alerts``) and each watch's webhook. A webhook URL makes the server post outward, to
+    wherever a client with the API token said: set ``webhook_secret`` so that receivers can check the sender."""
+
+    webhook_secret: SecretStr | None = Field(
+        None, min_length=16, max_length=4096,
+        description="Key of the X-Lucy-Signature header (sha256=<hex HMAC-SHA256 of the raw body>) sent with "
+                    "every webhook (never logged). Unset: webhooks go unsigned (a warning says so once).")
+    webhook_retries: int = Field(6, ge=0, le=20, description="Retries of a webhook after a connection error, a "
+                                 "timeout, a 5xx or a 429 (other 4xx answers are not retried).")
+    webhook_initial_seconds: float = Field(1.0, gt=0, le=600, description="First wait before retrying a webhook; "
+                                           "it doubles after each retry.")
+    webhook_max_seconds: float = Field(60.0, gt=0, le=3600, description="Cap of the webhook retry backoff.")
+    webhook_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Time limit of one webhook request.")
+    webhook_max_in_flight: int = Field(8, ge=1, le=256, description="Webhook requests sent at once, all watches "
+                                       "together; more wait their turn (other alerts are never held up).")
+    poll_seconds: float = Field(0.5, ge=0.05, le=60, description="How often the server looks for new alerts in "
+                                "the memory store (the stream workers write them there).")
+
+    @model_validator(mode="after")
+    def _backoff_grows(self) -> AlertSettings:
+        if self.webhook_max_seconds < self.webhook_initial_seconds:
+            raise ValueError(f"alerts.webhook_max_seconds ({self.webhook_max_seconds:g}) is below "
+                             f"alerts.webhook_initial_seconds ({self.webhook_initial_seconds:g})")
+        return self
+
+
 class LucySettings(BaseSettings):
     """Everything Lucy can be told. Nested sections map to TOML tables and ``LUCY_SECTION__KEY`` variables."""
 
@@ -521,6 +562,8 @@ class LucySettings(BaseSettings):
     reasoner: ReasonerSettings = Field(default_factory=ReasonerSettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
+    watch: WatchSettings = Field(default_factory=WatchSettings)
 
     @field_validator("preset")
     @classmethod

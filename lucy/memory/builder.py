@@ -28,6 +28,10 @@ left exactly as before.
 Given an :class:`Embedder`, what the builder stores (captions and transcripts) is embedded as it is stored, by an
 :class:`lucy.memory.retrieval.IndexWriter` on its own thread: a caption write never waits for the embedder, and an
 embedder failure is logged, never the builder's (missing vectors are made by the first search that needs them).
+
+Given a :class:`lucy.watch.checker.WatchChecker`, each span's coarse node, once stored, is checked against the
+stream's watches on the same loop (confirmation captions share the caption slots); on start, spans stored but not
+yet checked (a crash between the two) are checked first. A span counts as done once it is checked.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import CaptionProgress
 from lucy.metrics.stats import RecentRate
+from lucy.watch.checker import WatchChecker
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +145,8 @@ class CoarseBuilder:
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
                  poll_seconds: float = 2.0, frames: FrameStores | None = None,
-                 transcriber: Transcriber | None = None, embedder: Embedder | None = None) -> None:
+                 transcriber: Transcriber | None = None, embedder: Embedder | None = None,
+                 checker: WatchChecker | None = None) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
         self.frame_stores = frames if frames is not None else open_frames(settings)
@@ -160,6 +166,8 @@ class CoarseBuilder:
         # The builder owns the embedder too (closed when it stops); None: vectors are made at search time, if ever.
         self.embedder = embedder
         self.indexer: IndexWriter | None = None
+        # The builder owns the checker too (its reasoner is closed on the builder's loop); None: no watches checked.
+        self.checker = checker
         self.error: BaseException | None = None
         self._frames: FrameStore | None = None
         self._thread: threading.Thread | None = None
@@ -327,11 +335,14 @@ class CoarseBuilder:
             if self.speech is not None:
                 tasks += [asyncio.create_task(self.speech.run(lambda: self._frames), name=f"transcribe-{i}")
                           for i in range(self.settings.transcriber.max_in_flight)]
+            # Spans stored by an earlier run and not checked yet (it stopped in between): a task that may end.
+            resume = [] if self.checker is None else [asyncio.create_task(
+                self.checker.check_span(0.0, self.stats.captioned_until, slots=self._slots), name="watch-resume")]
             stopper = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-            for task in tasks:
+            for task in [*tasks, *resume]:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *resume, return_exceptions=True)
             stopper.cancel()
             for task in done:
                 if task is not stopper and not task.cancelled() and task.exception() is not None:
@@ -344,6 +355,11 @@ class CoarseBuilder:
                 log.warning("closing captioner: %r", err)
             if self.speech is not None:
                 await self.speech.aclose()
+            if self.checker is not None:
+                try:
+                    await self.checker.aclose()
+                except Exception as err:  # noqa: BLE001  (as for the captioner)
+                    log.warning("closing watch checker: %r", err)
 
     def _load_done(self) -> None:
         for node in self.memory.nodes(self.stream, level=self.level.value, origin=INGEST_ORIGIN):
@@ -446,6 +462,8 @@ class CoarseBuilder:
                 node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end,
                                   text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
                 await asyncio.to_thread(self.memory.add, node)
+                if self.checker is not None:  # never raises: a failed check is logged and counted
+                    await self.checker.check_span(job.start, job.end, slots=self._slots)
             self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
             self._enqueued.discard(job.k)
             if self._done[job.k] >= self._pending.get(job.k, job.end) - _EPS:

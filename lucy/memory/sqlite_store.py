@@ -27,6 +27,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore, text_hash
+from lucy.watch.model import Alert, Watch
 
 DB_NAME = "memory.sqlite"
 
@@ -112,11 +114,49 @@ def _v2_vectors(db: sqlite3.Connection) -> None:
         END""")
 
 
+def _v3_watches(db: sqlite3.Connection) -> None:
+    """Watches (standing questions on a stream), how far each has checked its stream, and the alerts raised."""
+    db.execute("""
+        CREATE TABLE watches (
+            id               INTEGER PRIMARY KEY,
+            stream           TEXT    NOT NULL,
+            question         TEXT    NOT NULL,
+            cooldown_seconds REAL    NOT NULL,
+            webhook_url      TEXT,
+            created          REAL    NOT NULL,
+            active           INTEGER NOT NULL DEFAULT 1,
+            checked_until    REAL    NOT NULL DEFAULT 0
+        )""")
+    db.execute("CREATE INDEX watches_stream ON watches(stream, active)")
+    db.execute("""
+        CREATE TABLE alerts (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            watch_id      INTEGER NOT NULL,
+            stream        TEXT    NOT NULL,
+            question      TEXT    NOT NULL,
+            start         REAL    NOT NULL,
+            "end"         REAL    NOT NULL,
+            reason        TEXT    NOT NULL,
+            frame_time    REAL    NOT NULL,
+            level         TEXT    NOT NULL,
+            created       REAL    NOT NULL,
+            event_end     REAL    NOT NULL,
+            llm_calls     INTEGER NOT NULL DEFAULT 0,
+            caption_calls INTEGER NOT NULL DEFAULT 0
+        )""")
+    db.execute("CREATE INDEX alerts_stream_id ON alerts(stream, id)")
+    db.execute("CREATE INDEX alerts_watch_id ON alerts(watch_id, id)")
+
+
 # Migration i brings a database from user_version i to i + 1 (version 0: an empty file). Append only; never
 # edit a released step. Each runs inside the opening write transaction, so it applies whole or not at all.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vectors]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vectors, _v3_watches]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"
+# AUTOINCREMENT: an alert id is never reused, even after its stream is deleted, so a poller's after_id stays valid.
+_ALERT_COLUMNS = ('id, watch_id, stream, question, start, "end", reason, frame_time, level, created, event_end, '
+                  'llm_calls, caption_calls')
 
 
 def fts_query(text: str) -> str:
@@ -408,6 +448,8 @@ class SQLiteMemoryStore(MemoryStore):
         with self._write() as db:
             deleted = db.execute("DELETE FROM nodes WHERE stream = ?", (stream,)).rowcount
             db.execute("DELETE FROM questions WHERE stream = ?", (stream,))
+            db.execute("DELETE FROM alerts WHERE stream = ?", (stream,))
+            db.execute("DELETE FROM watches WHERE stream = ?", (stream,))
         return int(deleted)
 
     # ----------------------------------------------------------------------------------- questions
@@ -432,6 +474,73 @@ class SQLiteMemoryStore(MemoryStore):
         return [{"id": id_, "stream": stream, "question": q, "options": json.loads(opts), "horizon": horizon,
                  "asked": asked, "answer": None if answer is None else json.loads(answer), "answered": answered}
                 for id_, q, opts, horizon, asked, answer, answered in rows]
+
+
+    # ----------------------------------------------------------------------------------- watches
+
+    def add_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
+                  webhook_url: str | None = None) -> Watch:
+        if not question.strip():
+            raise ValueError("a watch needs a question")
+        if cooldown_seconds < 0:
+            raise ValueError(f"cooldown_seconds must be 0 or more, not {cooldown_seconds}")
+        until = self.captioned_until(stream)
+        with self._write() as db:
+            created = time.time()
+            cur = db.execute("INSERT INTO watches (stream, question, cooldown_seconds, webhook_url, created, "
+                             "checked_until) VALUES (?, ?, ?, ?, ?, ?)",
+                             (stream, question.strip(), float(cooldown_seconds), webhook_url, created, until))
+            return Watch(id=int(cur.lastrowid), stream=stream, question=question.strip(),
+                         cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created)
+
+    def watches(self, stream: str | None = None) -> list[Watch]:
+        sql, params = f"SELECT {_WATCH_COLUMNS} FROM watches WHERE active = 1", []
+        if stream is not None:
+            sql += " AND stream = ?"
+            params.append(stream)
+        return [Watch(id=r[0], stream=r[1], question=r[2], cooldown_seconds=r[3], webhook_url=r[4], created=r[5],
+                      active=bool(r[6])) for r in self._db().execute(sql + " ORDER BY id", params)]
+
+    def delete_watch(self, watch_id: int) -> bool:
+        with self._write() as db:
+            return db.execute("UPDATE watches SET active = 0 WHERE id = ? AND active = 1",
+                              (int(watch_id),)).rowcount > 0
+
+    def add_alert(self, alert: Alert) -> Alert:
+        with self._write() as db:
+            cur = db.execute(
+                f"INSERT INTO alerts ({_ALERT_COLUMNS.split(', ', 1)[1]}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (alert.watch_id, alert.stream, alert.question, float(alert.start), float(alert.end), alert.reason,
+                 float(alert.frame_time), alert.level, float(alert.created), float(alert.event_end),
+                 int(alert.llm_calls), int(alert.caption_calls)))
+            return replace(alert, id=int(cur.lastrowid))
+
+    def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
+               limit: int = 100) -> list[Alert]:
+        clauses, params = ["id > ?"], [int(after_id)]
+        if stream is not None:
+            clauses.append("stream = ?")
+            params.append(stream)
+        if watch_id is not None:
+            clauses.append("watch_id = ?")
+            params.append(int(watch_id))
+        rows = self._db().execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {' AND '.join(clauses)} "
+                                  f"ORDER BY id LIMIT ?", [*params, int(limit)])
+        return [Alert(id=r[0], watch_id=r[1], stream=r[2], question=r[3], start=r[4], end=r[5], reason=r[6],
+                      frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11],
+                      caption_calls=r[12]) for r in rows]
+
+    def watch_progress(self, watch_id: int) -> float:
+        row = self._db().execute("SELECT checked_until FROM watches WHERE id = ?", (int(watch_id),)).fetchone()
+        if row is None:
+            raise KeyError(f"no watch with id {watch_id}")
+        return float(row[0])
+
+    def set_watch_progress(self, watch_id: int, checked_until: float) -> None:
+        with self._write() as db:
+            if db.execute("UPDATE watches SET checked_until = ? WHERE id = ?",
+                          (float(checked_until), int(watch_id))).rowcount == 0:
+                raise KeyError(f"no watch with id {watch_id}")
 
 
 class _WriteTransaction:

@@ -17,6 +17,7 @@ import numpy as np
 
 from lucy.config import Level
 from lucy.memory.nodes import MemoryNode
+from lucy.watch.model import Alert, Watch
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +143,8 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def delete_stream(self, stream: str) -> int:
-        """Forget a stream: its nodes (and their search entries) and its question history, in one transaction.
-        Returns the number of nodes deleted."""
+        """Forget a stream: its nodes (and their search entries), its question history, its watches and their
+        alerts, in one transaction. Returns the number of nodes deleted."""
 
     # ----------------------------------------------------------------------------------- questions
 
@@ -158,6 +159,40 @@ class MemoryStore(ABC):
     @abstractmethod
     def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
         """Recent questions of a stream with their answers, newest first."""
+
+    # ----------------------------------------------------------------------------------- watches
+
+    @abstractmethod
+    def add_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
+                  webhook_url: str | None = None) -> Watch:
+        """Register a standing question on a stream. Its progress starts at the stream's coarse captions so far
+        (:meth:`captioned_until`): it is checked from the next closed span on (:meth:`set_watch_progress` to 0
+        checks the past too, while the stream is still ingested)."""
+
+    @abstractmethod
+    def watches(self, stream: str | None = None) -> list[Watch]:
+        """The active watches (of ``stream`` when given), oldest first."""
+
+    @abstractmethod
+    def delete_watch(self, watch_id: int) -> bool:
+        """Make a watch inactive (its alerts stay as history); False if there is no active watch with that id."""
+
+    @abstractmethod
+    def add_alert(self, alert: Alert) -> Alert:
+        """Store an alert; returns it with ``id`` set (ids grow: pollers follow with ``after_id``)."""
+
+    @abstractmethod
+    def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
+               limit: int = 100) -> list[Alert]:
+        """Alerts with an id above ``after_id``, oldest first (of ``stream`` / ``watch_id`` when given)."""
+
+    @abstractmethod
+    def watch_progress(self, watch_id: int) -> float:
+        """Media seconds of the watch's stream checked against it so far (contiguous from its start)."""
+
+    @abstractmethod
+    def set_watch_progress(self, watch_id: int, checked_until: float) -> None:
+        """Record how far the watch's stream has been checked (a restarted checker resumes from there)."""
 
     # ----------------------------------------------------------------------------------- lifetime
 

@@ -2,7 +2,8 @@
 
 Conventions: every name starts with ``lucy_`` and carries its unit (``_seconds``, ``_total``, ``_ratio``...),
 histograms have explicit buckets, and the only label is the stream name (bounded by ``service.max_streams``;
-never a URL), plus a ``reason`` of four values on the bytes retention freed. The exporter is called before each scrape and on a timer; it reads plain figures and never hides
+never a URL), plus a ``reason`` of four values on the bytes retention freed and a ``sink`` and ``outcome`` (a
+few values each) on alert deliveries. The exporter is called before each scrape and on a timer; it reads plain figures and never hides
 an error (a bug here fails the scrape loudly rather than serving stale numbers).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -17,11 +19,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from lucy.metrics.progress import CaptionProgress, SpeechProgress
 from lucy.metrics.stats import RetentionStats, StreamSample
 
+if TYPE_CHECKING:
+    from lucy.watch.delivery import DeliveryStats
+
 CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 QUESTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 ITERATION_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10)
 LLM_CALL_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20, 30)
 CAPTION_CALL_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
+ALERT_LATENCY_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
 STATE_CODES = {"stopped": 0, "starting": 1, "running": 2, "reconnecting": 3, "finished": 4, "failed": 5}
 
@@ -119,6 +125,20 @@ class MetricsExporter:
         self.disk_free = Gauge("lucy_data_disk_free_bytes", "Free space on the data directory's disk.", registry=r)
         self._freed_last: dict[tuple[str, str], int] = {}
         self._stored_known: set[str] = set()
+        # standing questions, from the alert follower (set ``alerts`` to its stats); ``sink`` is sse, mqtt or
+        # webhook, ``outcome`` one of DeliveryStats' few outcomes
+        self.alerts: DeliveryStats | None = None
+        self.alerts_raised = Counter("lucy_alerts_total", "Alerts raised by standing questions.", s, registry=r)
+        self.alert_deliveries = Counter(
+            "lucy_alert_deliveries_total", "Alert deliveries by sink (sse, mqtt, webhook) and outcome (delivered, "
+            "queued, retried, rejected, failed, error).", ("sink", "outcome"), registry=r)
+        self.alert_latency = Histogram(
+            "lucy_alert_latency_seconds", "Wall time from the end of the event to the alert being stored.",
+            buckets=ALERT_LATENCY_BUCKETS, registry=r)
+        self.watches = Gauge("lucy_watches", "Active standing questions.", s, registry=r)
+        self._alerts_last: dict[str, int] = {}
+        self._outcomes_last: dict[tuple[str, str], int] = {}
+        self._watches_known: set[str] = set()
 
     # ------------------------------------------------------------------------------------------ mapping
 
@@ -190,6 +210,24 @@ class MetricsExporter:
             self.streams.set(len(seen))
             if self.retention is not None:
                 self._map_retention(self.retention)
+            if self.alerts is not None:
+                self._map_alerts(self.alerts)
+
+    def _map_alerts(self, stats: DeliveryStats) -> None:
+        raised, outcomes, watches, latencies = stats.snapshot()
+        for name, total in raised.items():
+            self.alerts_raised.labels(name).inc(total - self._alerts_last.get(name, 0))
+        self._alerts_last = raised
+        for key, total in outcomes.items():
+            self.alert_deliveries.labels(*key).inc(total - self._outcomes_last.get(key, 0))
+        self._outcomes_last = outcomes
+        for seconds in latencies:
+            self.alert_latency.observe(seconds)
+        for name, count in watches.items():
+            self.watches.labels(name).set(count)
+        for name in self._watches_known - set(watches):
+            self.watches.remove(name)
+        self._watches_known = set(watches)
 
     def _map_retention(self, stats: RetentionStats) -> None:
         stored, freed, disk_free = stats.snapshot()

@@ -144,6 +144,26 @@ def select_prompt(question: Question, spans: Sequence[MemoryItem], k: int) -> Pr
     return Prompt("\n".join(rules), user)
 
 
+def check_prompt(watch_question: str, memory: Sequence[MemoryItem]) -> Prompt:
+    """The check agent's prompt: one span's memory against a standing question (a watch)."""
+    example = {"verdict": "yes", "evidence": [{"start": 120.0, "end": 130.0}], "reason": "why"}
+    rules = [
+        "You watch a video stream for a user. The user gave a standing request (a watch): an event or sight they "
+        "want to be told about. Below is the memory of one stretch of the stream: captions at several depths "
+        "(coarse spans of a minute or more, fine and ultra_fine spans of a few seconds, most detailed) and what "
+        "was heard. Decide whether this stretch shows what the watch waits for.",
+        DATA_RULE,
+        "verdict: \"yes\" only if the memory clearly shows it; \"maybe\" if it hints at it (a coarse caption "
+        "that might mean it, part of it seen) and a closer look is needed; \"no\" if nothing in the memory "
+        "suggests it. Judge only from the memory shown.",
+        "evidence: the start and end (media seconds, as in the memory headers) of the memories that show it; "
+        "empty for \"no\".",
+        _schema_line(example),
+    ]
+    user = f"{memory_block(memory)}\n\nWatch: {_neutralise(watch_question.strip())}"
+    return Prompt("\n".join(rules), user)
+
+
 def summarise_prompt(items: Sequence[MemoryItem], max_chars: int) -> Prompt:
     rules = [
         f"Summarise the consecutive memories of a video below in at most {max_chars} characters. Keep what "

@@ -5,6 +5,8 @@ Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
 - ``<p>/<stream>/questions`` (in): ``{"id": ..., "question": "...", "options": [...]}``
 - ``<p>/<stream>/answers`` (out): ``{"id": ..., "stream": ..., <the answer object>}``, or ``{"id": ..., "error": ...}``
 - ``<p>/<stream>/captions`` (out): each new memory node, as the API shows it
+- ``<p>/<stream>/alerts`` (out): each alert of the stream's watches, with its ``frame_url``
+  (:mod:`lucy.watch.delivery` posts them through :meth:`MqttBridge.post`)
 - ``<p>/<stream>/status`` (out, retained): the stream's state and progress (source redacted)
 - ``<p>/status`` (out, retained): ``online`` while connected; the broker publishes the last will (``offline``)
   if the server vanishes, and a clean shutdown says ``offline`` itself.

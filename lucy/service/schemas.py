@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lucy.config import CaptionerBackend
 
@@ -239,3 +239,75 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool = False
     options: list[str] = Field(default_factory=list, max_length=64)
+
+
+class WatchIn(_Body):
+    """A standing question: asked of the stream's memory as it grows; each time it comes true, an alert."""
+
+    question: str = Field(min_length=1, max_length=500, description="What to watch for, as a yes/no question.",
+                          examples=["Is a delivery van at the gate?"])
+    cooldown_seconds: float | None = Field(
+        None, ge=0, le=86_400, description="Quiet time after an alert before the watch alerts again (default: the "
+                                           "server's).")
+    webhook_url: str | None = Field(
+        None, min_length=8, max_length=2048,
+        description="http:// or https:// URL the server POSTs each alert to (signed with alerts.webhook_secret when "
+                    "set). The server connects outward to it: to any host this URL names.",
+        examples=["https://hooks.example.com/lucy"])
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        if any(c.isspace() for c in value):
+            raise ValueError("the webhook URL must not contain spaces")
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018  (raises on a bad port)
+        except ValueError as err:
+            raise ValueError(f"not a URL: {err}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the webhook URL must be http://host/... or https://host/...")
+        return value
+
+
+class WatchOut(BaseModel):
+    id: int
+    stream: str
+    question: str
+    cooldown_seconds: float
+    webhook_url: str | None
+    created: float = Field(description="Unix time.")
+    active: bool
+
+
+class WatchList(BaseModel):
+    stream: str
+    watches: list[WatchOut]
+
+
+class AlertOut(BaseModel):
+    """A standing question that came true: when (media seconds), why, and the frame it was seen on."""
+
+    id: int
+    watch_id: int
+    stream: str
+    question: str
+    start: float = Field(description="Media seconds: start of the span that answered yes.")
+    end: float
+    reason: str = Field(description="The reasoner's reason (text from the model: show it as text).")
+    frame_time: float
+    level: str
+    created: float = Field(description="Unix time the alert was stored.")
+    event_end: float | None = None
+    llm_calls: int
+    caption_calls: int
+    frame_url: str = Field(description="The frame at frame_time (GET it with the same token).")
+
+
+class AlertList(BaseModel):
+    stream: str
+    alerts: list[AlertOut]

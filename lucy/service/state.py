@@ -1,5 +1,5 @@
 """What the routers share: the :class:`Service` on ``app.state.svc``, built at startup and torn down at shutdown,
-and the background tasks it runs (stream sampling, frame retention, the MQTT bridge).
+and the background tasks it runs (stream sampling, frame retention, the MQTT bridge, alert delivery).
 
 Routers read it with :func:`service` (``request.app.state.svc``) and never build anything themselves.
 """
@@ -46,6 +46,7 @@ class Service:
     readers: dict[str, FrameStore] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     mqtt: Any = None
+    alerts: Any = None  # the AlertFollower (lucy.watch.delivery), which delivers the workers' alerts
 
     def reader(self, name: str) -> FrameStore:
         """A cached read-only frame store (blocking: call in a thread)."""
@@ -122,7 +123,29 @@ async def start(svc: Service) -> None:
 
         svc.mqtt = MqttBridge(settings.mqtt, svc)
         svc.tasks.append(asyncio.create_task(svc.mqtt.run(), name="mqtt"))
+    _follow_alerts(svc)
     svc.ready = True
+
+
+def _follow_alerts(svc: Service) -> None:
+    """Deliver the alerts the stream workers store: SSE (the bus), MQTT when enabled, and webhooks."""
+    from lucy.watch.delivery import AlertFollower, BusSink, DeliveryStats, MqttSink, WebhookSink
+
+    stats = DeliveryStats()
+    sinks: list[Any] = [BusSink(svc.bus, stats), WebhookSink(svc.settings.alerts, stats)]
+    if svc.mqtt is not None:
+        sinks.append(MqttSink(svc.mqtt, stats))
+    svc.alerts = AlertFollower(svc.memory, sinks, svc.settings.alerts, stats,
+                               wall_start=lambda name: _wall_start(svc, name))
+    svc.exporter.alerts = stats  # lucy_alert* and lucy_watches metrics
+    svc.tasks.append(asyncio.create_task(svc.alerts.run(), name="alerts"))
+
+
+def _wall_start(svc: Service, name: str) -> float | None:
+    try:
+        return svc.reader(name).info().wall_start
+    except NotFound:
+        return None
 
 
 async def stop(svc: Service) -> None:

@@ -83,6 +83,20 @@ def _paste(frame: np.ndarray, patch: np.ndarray, mask: np.ndarray, x: int, y: in
     region[mask[:h, :w]] = patch[:h, :w][mask[:h, :w]]
 
 
+def cut_scenes(scenes: list[Scene], start: float, end: float) -> list[Scene]:
+    """``scenes`` with ``[start, end)`` cut out of them (to put a scene of its own there)."""
+    out = []
+    for s in scenes:
+        if s.end <= start or s.start >= end:
+            out.append(s)
+            continue
+        if s.start < start:
+            out.append(Scene(s.start, start, s.color))
+        if s.end > end:
+            out.append(Scene(end, s.end, s.color))
+    return out
+
+
 def default_scenes(duration: float, every: float = 10.0) -> list[Scene]:
     colours = list(PALETTE.values())
     return [Scene(t, min(t + every, duration), colours[i % len(colours)])

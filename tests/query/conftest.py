@@ -19,6 +19,7 @@ from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query import QueryConfig, QueryEngine, prompts
 from lucy.query.reasoners.base import (
     AnswerReply,
+    CheckReply,
     LocaliseReply,
     MemoryItem,
     Question,
@@ -143,6 +144,11 @@ class ScriptedReasoner(Reasoner):
         prompt = prompts.summarise_prompt(items, max_chars)
         n = self._check("summarise", prompt)
         return self._result(self._summarise(list(items), n), prompt.tokens)
+
+    async def check(self, watch_question: str, memory: Sequence[MemoryItem]):
+        prompt = prompts.check_prompt(watch_question, memory)
+        self._check("check", prompt)
+        return self._result(CheckReply(verdict="no"), prompt.tokens)
 
 
 def make_engine(tmp_path: Path, *, frames: FrameStore, reasoner: Reasoner, captioner: Captioner | None,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -159,3 +160,67 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     box.send_keys(Keys.ENTER)
     wait.until(EC.text_to_be_present_in_element((By.ID, "search-status"), "Search failed:"))
     assert "error" in browser.find_element(By.ID, "search-status").get_attribute("class")
+
+
+def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: LucyServer, videos: dict[str, Path],
+                                                                browser: webdriver.Chrome) -> None:
+    from tests.service.test_watches import store_alert
+
+    with shared_server.client() as c:
+        r = c.post("/v1/streams", json={"name": "dock", "source": str(videos["b"])})
+        assert r.status_code == 201, r.text
+    shared_server.wait_captioned("dock")
+    browser.get(shared_server.url + "/")
+    wait = _wait(browser)
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr[data-stream="dock"]'))).click()
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#watches-panel .stream-name"), "dock"))
+    # add a watch through the form: it is listed, and stored for the stream
+    question = "Tell me when a <b>DEPARTURES</b> board is shown"  # untrusted text: shown as text
+    browser.find_element(By.ID, "watch-question").send_keys(question)
+    browser.find_element(By.ID, "watch-cooldown").send_keys("120")
+    browser.find_element(By.CSS_SELECTOR, "#watch-form button[type=submit]").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "watch-result"), "watching"))
+    wait.until(lambda d: any(question in li.text for li in d.find_elements(By.CSS_SELECTOR, "#watch-list li")))
+    assert browser.find_element(By.ID, "watch-question").get_attribute("value") == ""
+    with shared_server.client() as c:
+        (watch,) = c.get("/v1/streams/dock/watches").json()["watches"]
+    assert watch["question"] == question and watch["cooldown_seconds"] == 120
+    assert not browser.find_elements(By.CSS_SELECTOR, "#watch-list li b")
+    # an alert stored as the stream's checker stores one shows up live, with its frame
+    assert not browser.find_elements(By.CSS_SELECTOR, "#alert-list li.alert")
+    store_alert(shared_server, watch["id"], "dock", question, 60.0)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alert-list li.alert")) == 1)
+    wait.until(lambda d: d.execute_script(
+        "const i = document.querySelector('#alert-list li.alert img.thumb'); return i && i.naturalWidth > 0"))
+    shown = browser.find_element(By.CSS_SELECTOR, "#alert-list li.alert").text
+    assert "60.0 s–2:00" in shown and question in shown and "<b>seen</b> at 60" in shown
+    store_alert(shared_server, watch["id"], "dock", question, 120.0)  # the newest first
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alert-list li.alert")) == 2)
+    assert "2:00–3:00" in browser.find_element(By.CSS_SELECTOR, "#alert-list li.alert").text
+    wait.until(lambda d: d.execute_script("return [...document.querySelectorAll('#alert-list img.thumb')]"
+                                          ".every((i) => i.naturalWidth > 0)"))
+    for width, height in ((1400, 1000), (390, 844)):
+        browser.set_window_size(width, height)
+        browser.execute_script("document.getElementById('watches-panel').scrollIntoView()")
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+        assert browser.execute_script("const p = document.getElementById('watches-panel');"
+                                      "return p.scrollWidth <= p.clientWidth")  # not inside the panel either
+        browser.save_screenshot(f"/tmp/lucy-watches-{width}.png")
+    browser.set_window_size(1280, 1000)
+    # delete it with its button: gone from the list and the API; its alerts stay as history
+    browser.execute_script("document.getElementById('watches-panel').scrollIntoView()")
+
+    def click_delete(d: webdriver.Chrome) -> bool:
+        try:  # the list is redrawn as the page refreshes it: find the button afresh until a click lands
+            (item,) = [li for li in d.find_elements(By.CSS_SELECTOR, "#watch-list li") if question in li.text]
+            item.find_element(By.TAG_NAME, "button").click()
+            return True
+        except StaleElementReferenceException:
+            return False
+
+    wait.until(click_delete)
+    wait.until(lambda d: not any(question in li.text for li in d.find_elements(By.CSS_SELECTOR, "#watch-list li")))
+    with shared_server.client() as c:
+        assert c.get("/v1/streams/dock/watches").json()["watches"] == []
+        assert len(c.get("/v1/streams/dock/alerts").json()["alerts"]) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#alert-list li.alert")) == 2

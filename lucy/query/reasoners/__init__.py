@@ -5,6 +5,7 @@ from __future__ import annotations
 from lucy.config import LucySettings
 from lucy.query.reasoners.base import (
     AnswerReply,
+    CheckReply,
     EvidenceSpan,
     LocaliseReply,
     MemoryItem,
@@ -18,7 +19,7 @@ from lucy.query.reasoners.base import (
 )
 
 __all__ = [
-    "AnswerReply", "EvidenceSpan", "LocaliseReply", "MemoryItem", "Question", "Reasoned", "Reasoner",
+    "AnswerReply", "CheckReply", "EvidenceSpan", "LocaliseReply", "MemoryItem", "Question", "Reasoned", "Reasoner",
     "ReasonerError", "SelectReply", "SummaryReply", "Usage", "make_reasoner",
 ]
 

@@ -3,7 +3,9 @@
 Four agents (paper, §3): *answer* (answer, confidence, supporting spans, reason), *localise + instruct* (the
 single most relevant unsearched span and what to look for in it), *select* (sparse initialisation: the most
 relevant coarse spans, or all of them for a question about the whole video) and *summarise* (summary nodes
-above coarse memory for long streams). Every reply is a pydantic model, and every call reports what it cost.
+above coarse memory for long streams); and beside the loop, *check* (does one span's memory show what a standing
+question, a watch, waits for: yes, no, or maybe). Every reply is a pydantic model, and every call reports what it
+cost.
 
 The engine decides what memory an agent sees (and keeps every prompt within the context budget); a reasoner
 only turns what it is given into a reply. Memory text is data read from video, never instructions.
@@ -14,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -113,6 +115,17 @@ class SummaryReply(_Reply):
     summary: str = Field(min_length=1, description="What happens in these spans, keeping names, text and numbers.")
 
 
+class CheckReply(_Reply):
+    """The check agent's reply: whether one span's memory shows what a watch waits for."""
+
+    verdict: Literal["yes", "no", "maybe"] = Field(
+        description="yes: the memory clearly shows it; maybe: it hints at it but a closer look is needed; no: not "
+                    "shown.")
+    evidence: list[EvidenceSpan] = Field(
+        default_factory=list, description="Media-time spans of the memories that show it (empty for no).")
+    reason: str = Field("", description="One sentence: what in the memory shows it, or what is missing.")
+
+
 R = TypeVar("R", bound=BaseModel)
 
 
@@ -156,6 +169,18 @@ def check_localise(reply: LocaliseReply, candidates: Sequence[int]) -> LocaliseR
     return reply
 
 
+def check_evidence(reply: CheckReply, memory: Sequence[MemoryItem]) -> CheckReply:
+    """A yes must point at the memory shown: evidence outside every memory's span is refused."""
+    if not memory:
+        return reply
+    lo, hi = min(m.start for m in memory), max(m.end for m in memory)
+    outside = [e for e in reply.evidence if e.end <= lo or e.start >= hi]
+    if outside:
+        raise ValueError(f"evidence {outside[0].start:g}-{outside[0].end:g}s lies outside the memory shown "
+                         f"({lo:g}-{hi:g}s)")
+    return reply
+
+
 def check_select(reply: SelectReply, refs: Sequence[int]) -> SelectReply:
     allowed = set(refs)
     unknown = [r for r in reply.spans if r not in allowed]
@@ -193,6 +218,11 @@ class Reasoner(ABC):
     @abstractmethod
     async def summarise(self, items: Sequence[MemoryItem], *, max_chars: int) -> Reasoned[SummaryReply]:
         """Summarise consecutive memories into at most ``max_chars`` characters."""
+
+    @abstractmethod
+    async def check(self, watch_question: str, memory: Sequence[MemoryItem]) -> Reasoned[CheckReply]:
+        """Whether ``memory`` (one span's: its coarse caption, deeper captions, what was heard) shows what the
+        standing question ``watch_question`` waits for ("tell me when someone is at the door")."""
 
     async def aclose(self) -> None:
         """Release clients and connections."""

@@ -7,7 +7,9 @@
   answered by quoting the line of memory that best matches it;
 - the confidence rule is what makes the loop backtrack: the answer is confident only when the best option
   clearly beats the runner-up *and* the evidence is detailed (a fine or ultra-fine memory, or an exact match of
-  the option's words), so an answer guessed from lossy coarse memory sends the loop deeper.
+  the option's words), so an answer guessed from lossy coarse memory sends the loop deeper;
+- *check* (a watch) follows the same rule: what the watch names, all of it in one statement of a detailed memory,
+  is a yes; found only in part, or only in coarse memory, a maybe (the checker then looks closer); none of it, a no.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from lucy.config.settings import LexicalReasonerSettings
 from lucy.query.reasoners.base import (
     AnswerReply,
+    CheckReply,
     EvidenceSpan,
     LocaliseReply,
     MemoryItem,
@@ -39,11 +42,11 @@ _DEPTHS = ("coarse", "fine", "ultra_fine")
 _SUMMARY_WEIGHT = 0.3
 _GLOBAL = re.compile(
     r"\b(whole|entire|overall|throughout|summari[sz]e|summary|in total|altogether|how many times|"
-    r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.I)
+    r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.IGNORECASE)
 # Where a question stops saying what it asks about and starts saying where or when ("... at DOCK 14", "... while
 # the screen said EXIT"): the words after it place the moment (see LexicalReasoner._weights).
 _CONTEXT = re.compile(r"\s(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
-                      r"together with|with)\s", re.I)
+                      r"together with|with)\s", re.IGNORECASE)
 _NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
 NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
@@ -56,7 +59,31 @@ _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
 # A question about what was said is about the transcript lines memory shows beside captions ("Speech heard ..."
 # lines, lucy.query.memory_view): such a question also looks for the word "speech", which every one of them holds.
 _ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|announc\w*|speak\w*|spoke\w*|hear|hears|heard|talk\w*|"
-                           r"mention\w*|voice\w*|utter\w*|spoken|told|tell|tells)\b", re.I)
+                           r"mention\w*|voice\w*|utter\w*|spoken|told|tell|tells)\b", re.IGNORECASE)
+
+
+# How a standing request is phrased, not what it is about: "tell me when", "let us know if", "alert me as soon as".
+_WATCH_LEAD = re.compile(
+    r"^\s*(please\s+)?(((tell|let|notify|alert|warn|ping|inform|message|remind)\s+(me|us)(\s+know)?)|"
+    r"((send|raise|give)\s+((me|us)\s+)?an?\s+(alert|notification|message))|alert|notify|watch(\s+out)?\s+for|"
+    r"look\s+out\s+for)(\s+(when|whenever|if|once|as\s+soon\s+as|the\s+moment))?\b[\s,:]*", re.IGNORECASE)
+# Words of a watch that name no thing to look for ("someone is", "something happens", "ever"); with STOPWORDS.
+WATCH_STOPWORDS = frozenset(terms(
+    "someone somebody anyone anybody something anything everyone everybody ever whenever happen happens "
+    "happening happened occur occurs there please alert notify tell know", keep_stopwords=True))
+# A statement that says something was *not* there ("- none readable", 'looked for "EXIT": not readable') shows
+# nothing, whatever words it repeats.
+_NEGATED = re.compile(r"\b(not|no|none|never|nothing|nobody|without|absent)\b", re.IGNORECASE)
+
+
+def watch_terms(question: str) -> tuple[list[str], list[str]]:
+    """(required, all) search terms of a watch: ``all`` its content words without the request phrasing; ``required``
+    the words it writes as names, codes or quotes ("the FIRE EXIT sign", '"GATE 12"') when it has any, else ``all``."""
+    body = _WATCH_LEAD.sub("", question, count=1)
+    every = [t for t in dict.fromkeys(question_terms(body)) if t not in WATCH_STOPWORDS]
+    named = set(terms(" ".join(_NAMED.findall(body) + _QUOTED.findall(body))))
+    required = [t for t in every if t in named] or every
+    return required, every
 
 
 def question_terms(text: str) -> list[str]:
@@ -379,6 +406,43 @@ class LexicalReasoner(Reasoner):
         instruction = self.instruction(question)
         return Reasoned(LocaliseReply(span=best_ref, instruction=instruction,
                                       reason=f"best lexical match ({best_score:.2f})"), self._usage(started))
+
+    async def check(self, watch_question: str, memory: Sequence[MemoryItem]) -> Reasoned[CheckReply]:
+        started = time.perf_counter()
+        required, _ = watch_terms(watch_question)
+        if not required:
+            reply = CheckReply(verdict="no", reason="the watch names nothing to look for")
+            return Reasoned(reply, self._usage(started))
+        whole: list[MemoryItem] = []  # all of it in one (affirmative) statement of a detailed memory
+        part: list[MemoryItem] = []  # some of it, or all of it only in coarse memory
+        found_words: set[str] = set()
+        for item in memory:
+            facts = [terms(fact) for fact in _FACT.split(item.text) if not _NEGATED.search(fact)]
+            best: set[str] = set()
+            for fact in facts:
+                here = {t for t in required if self._match(t, set(fact))[0] > 0}
+                best = here if len(here) > len(best) else best
+            if not best:
+                continue
+            found_words |= best
+            if len(best) == len(required) and item.level in _DETAILED:
+                whole.append(item)
+            else:
+                part.append(item)
+        if whole:
+            verdict, shown = "yes", whole
+            reason = f"{', '.join(required)} in {whole[0].level} memory at {whole[0].start:g}-{whole[0].end:g}s"
+        elif part:
+            verdict, shown = "maybe", part
+            missing = [t for t in required if t not in found_words]
+            reason = (f"{', '.join(sorted(found_words))} in {part[0].level} memory at {part[0].start:g}-"
+                      f"{part[0].end:g}s" + (f"; not found: {', '.join(missing)}" if missing else
+                                             "; only in coarse memory"))
+        else:
+            verdict, shown, reason = "no", [], f"no memory of this span mentions {', '.join(required)}"
+        reply = CheckReply(verdict=verdict, evidence=[EvidenceSpan(start=m.start, end=m.end) for m in shown],
+                           reason=reason)
+        return Reasoned(reply, self._usage(started))
 
     @staticmethod
     def instruction(question: Question) -> str:

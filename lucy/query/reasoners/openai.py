@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from lucy.query import prompts
 from lucy.query.reasoners.base import (
     AnswerReply,
+    CheckReply,
     LocaliseReply,
     MemoryItem,
     Question,
@@ -32,6 +33,7 @@ from lucy.query.reasoners.base import (
     SummaryReply,
     Usage,
     check_answer,
+    check_evidence,
     check_localise,
     check_select,
 )
@@ -41,8 +43,8 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
 
 
@@ -250,3 +252,7 @@ class OpenAIReasoner(Reasoner):
         reasoned = await self._ask(prompts.summarise_prompt(items, max_chars), SummaryReply, None, "summarise")
         reasoned.reply = reasoned.reply.model_copy(update={"summary": clip_text(reasoned.reply.summary, max_chars)})
         return reasoned
+
+    async def check(self, watch_question: str, memory: Sequence[MemoryItem]) -> Reasoned[CheckReply]:
+        return await self._ask(prompts.check_prompt(watch_question, memory), CheckReply,
+                               lambda r: check_evidence(r, memory), "check")

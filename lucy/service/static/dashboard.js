@@ -101,6 +101,7 @@ function select(name) {
   renderStreams();
   refreshSelected();
   runSearch();
+  followAlerts();
 }
 
 // ------------------------------------------------------------------------------------------------ charts
@@ -259,6 +260,30 @@ function handleEvent(kind, data) {
   }
 }
 
+// The events of a server-sent-events response, as [kind, parsed data] (fetch, not EventSource: it sends the
+// token); keep-alive comments and events without data are skipped.
+async function* serverEvents(res) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let kind = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) kind = line.slice(6).trim();
+        else if (line.startsWith("data:")) data += line.slice(5).trim();
+      }
+      if (data) yield [kind, JSON.parse(data)];
+    }
+  }
+}
+
 async function ask(question) {
   $("#trace").replaceChildren();
   $("#answer").hidden = true;
@@ -274,25 +299,7 @@ async function ask(question) {
       handleEvent("error", { detail: detail });
       return;
     }
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        let kind = "message", data = "";
-        for (const line of block.split("\n")) {
-          if (line.startsWith("event:")) kind = line.slice(6).trim();
-          else if (line.startsWith("data:")) data += line.slice(5).trim();
-        }
-        if (data) handleEvent(kind, JSON.parse(data));
-      }
-    }
+    for await (const [kind, data] of serverEvents(res)) handleEvent(kind, data);
   } catch (err) {
     handleEvent("error", { detail: String(err.message || err) });
   } finally {
@@ -497,6 +504,74 @@ $("#add-form").addEventListener("submit", async (event) => {
   $("#add-result").textContent = res.ok ? "started " + out.name
     : "refused: " + (typeof out.detail === "string" ? out.detail : JSON.stringify(out.detail));
   if (res.ok) { select(out.name); poll(); }
+});
+
+// ------------------------------------------------------------------------------------------------ watches
+// Watches of the selected stream, its alert history, and new alerts from the alerts SSE stream (fetch, for the
+// token). Questions and reasons are untrusted text: textContent only.
+
+const watches = { controller: null };
+
+function streamPath(rest) {
+  return "/v1/streams/" + encodeURIComponent(state.selected) + rest;
+}
+
+async function refreshWatches() {
+  const body = await getJSON(streamPath("/watches"));
+  const items = body.watches.map((w) => {
+    const li = el("li", {}, w.question + " (cooldown " + fmtSeconds(w.cooldown_seconds) + ") ");
+    const del = el("button", { type: "button" }, "delete");
+    del.addEventListener("click", async () => {
+      await api(streamPath("/watches/" + w.id), { method: "DELETE" });
+      refreshWatches();
+    });
+    li.append(del);
+    return li;
+  });
+  $("#watch-list").replaceChildren(...items);
+}
+
+function alertItem(a) {
+  const img = el("img", { class: "thumb", alt: "alert frame" });
+  api(a.frame_url).then((res) => (res.ok ? res.blob() : Promise.reject(new Error("HTTP " + res.status))))
+    .then((blob) => { img.src = URL.createObjectURL(blob); })  // kept while the alert is listed
+    .catch(() => img.replaceWith(thumbPlaceholder("frame unavailable")));
+  const text = el("div", {}, fmtSeconds(a.start) + "–" + fmtSeconds(a.end) + " · " + a.question + " — " + a.reason);
+  const li = el("li", { class: "alert" });
+  li.append(img, text);
+  return li;
+}
+
+async function followAlerts() {
+  if (watches.controller) watches.controller.abort();
+  const controller = new AbortController();
+  watches.controller = controller;
+  try {
+    await refreshWatches();
+    const history = await getJSON(streamPath("/alerts?limit=50"));
+    $("#alert-list").replaceChildren(...history.alerts.reverse().map(alertItem));
+    const res = await api(streamPath("/alerts/events"), { signal: controller.signal });
+    for await (const [kind, data] of serverEvents(res)) {
+      if (kind === "alert") $("#alert-list").prepend(alertItem(data));
+    }
+  } catch (err) {
+    if (controller.signal.aborted) return;
+    $("#watch-result").textContent = String(err.message || err);
+  }
+}
+
+$("#watch-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  if (!state.selected) return;
+  const body = { question: $("#watch-question").value };
+  const cooldown = $("#watch-cooldown").value;
+  if (cooldown !== "") body.cooldown_seconds = Number(cooldown);
+  const res = await api(streamPath("/watches"), { method: "POST", body: JSON.stringify(body),
+                                                  headers: { "Content-Type": "application/json" } });
+  const out = await res.json().catch(() => ({}));
+  $("#watch-result").textContent = res.ok ? "watching"
+    : "refused: " + (typeof out.detail === "string" ? out.detail : JSON.stringify(out.detail));
+  if (res.ok) { $("#watch-question").value = ""; refreshWatches(); }
 });
 
 poll();

@@ -1,0 +1,188 @@
+"""The watch benchmark's streams, events and standing questions (see ``bench/watch.py``).
+
+Two splits, each a pure function of (minutes, seed, stream index), written with different vocabularies:
+
+* ``tune`` — a loading-yard camera: a "DELIVERY AT GATE 3" sign, the scene turning red, three yellow squares;
+  distractor signs sharing words ("GATE 5 CLOSED", "DELIVERY VANS ONLY", ...), other background colours, yellow
+  squares in other counts and three squares of other colours.
+* ``test`` — a held-out split, written apart and never tuned on: a station concourse camera with other sign texts,
+  another colour, another square colour and count, other watch phrasings, and negative watches that share words
+  with what is shown.
+
+Every event of a watch is something a careful human watching the video would alert on, and nothing else in the
+video matches it: the event's colour never appears as a background elsewhere, its sign text never appears outside
+its events, its squares (colour *and* count) never appear outside its events. Events of one watch are at least
+``MIN_GAP`` seconds apart (more than any cooldown the benchmark sets), so each is a separate event.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from lucy.synth import PALETTE, Overlay, Scene, Shape, cut_scenes
+
+WIDTH, HEIGHT = 320, 180
+MIN_GAP = 180.0  # seconds between two events of one watch (the benchmark's cooldown is shorter)
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+@dataclass
+class WatchSpec:
+    """A standing question and the media intervals in which it is true (empty: it must never alert)."""
+
+    question: str
+    kind: str  # sign, colour, squares, or none (a watch for something that never happens)
+    events: list[tuple[float, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    place: str  # the always-on camera label
+    sign: str  # the sign a watch waits for
+    sign_watch: str
+    sign_distractors: tuple[str, ...]  # other signs, sharing words with the watched one
+    colour: str  # the background a watch waits for
+    colour_watch: str
+    backgrounds: tuple[str, ...]  # the haystack's other backgrounds
+    square_colour: str
+    square_count: int
+    squares_watch: str
+    square_distractor_colours: tuple[str, ...]
+    negatives: tuple[str, ...]  # watches for things that never happen (some share words with what does)
+
+
+SPLITS: dict[str, Vocabulary] = {
+    "tune": Vocabulary(
+        place="CAM 1 YARD",
+        sign="DELIVERY AT GATE 3",
+        sign_watch='Tell me when a sign says "DELIVERY AT GATE 3"',
+        sign_distractors=("GATE 5 CLOSED", "DELIVERY VANS ONLY", "GATE 3 STAFF ONLY", "NO DELIVERY TODAY"),
+        colour="red",
+        colour_watch="Tell me when the screen turns red",
+        backgrounds=("gray", "blue", "teal", "brown", "white"),
+        square_colour="yellow",
+        square_count=3,
+        squares_watch="Alert me when three yellow squares appear",
+        square_distractor_colours=("green", "blue", "pink"),
+        negatives=(
+            'Tell me when a sign says "FIRE DRILL"',
+            "Tell me when the screen turns orange",
+            "Alert me when five purple squares appear",
+            'Notify me when a sign says "GATE 7 OPEN"',
+            "Tell me when the screen turns black",
+            "Alert me when two white squares appear",
+            'Tell me when a sign says "LOADING BAY FULL"',
+        ),
+    ),
+    "test": Vocabulary(
+        place="CONCOURSE EAST",
+        sign="PLATFORM 9 NOW BOARDING",
+        sign_watch='Let me know when the board shows "PLATFORM 9 NOW BOARDING"',
+        sign_distractors=("PLATFORM 4 CLOSED", "NOW SERVING 9", "BOARDING PASSES HERE", "PLATFORM 9 DELAYED"),
+        colour="green",
+        colour_watch="Notify me when the whole picture goes green",
+        backgrounds=("gray", "purple", "brown", "blue", "white"),
+        square_colour="orange",
+        square_count=2,
+        squares_watch="Warn me when two orange squares show up",
+        square_distractor_colours=("teal", "pink", "purple"),
+        negatives=(
+            'Let me know when the board shows "PLATFORM 2 CANCELLED"',
+            "Notify me when the whole picture goes yellow",
+            "Warn me when four teal squares show up",
+            'Alert me when a sign reads "LOST PROPERTY"',
+            "Tell me when the picture turns pink",
+            "Warn me when five orange squares show up",
+            'Let me know when the board shows "NOW SERVING 12"',
+        ),
+    ),
+}
+
+
+@dataclass
+class StreamPlan:
+    split: str
+    index: int
+    duration: float
+    scenes: list[Scene]
+    overlays: list[Overlay]
+    shapes: list[Shape]
+    watches: list[WatchSpec]
+
+
+def _times(rng: random.Random, duration: float, count: int, length: tuple[float, float],
+           busy: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``count`` event intervals at least MIN_GAP apart, clear of ``busy`` (other events) by 20 s."""
+    out: list[tuple[float, float]] = []
+    for _ in range(2000):
+        if len(out) == count:
+            break
+        n = rng.uniform(*length)
+        a = round(rng.uniform(30.0, duration - n - 30.0), 1)
+        b = a + round(n, 1)
+        if any(a < y + MIN_GAP and b > x - MIN_GAP for x, y in out):
+            continue
+        if any(a < y + 20 and b > x - 20 for x, y in busy):
+            continue
+        out.append((a, b))
+    return sorted(out)
+
+
+def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8) -> StreamPlan:
+    """One stream of ``split``: its scenes, signs and squares, and ``watches`` watches (3 that should alert, the
+    rest never)."""
+    v = SPLITS[split]
+    rng = random.Random(f"{split}-{seed}-{index}-{minutes}")
+    duration = minutes * 60.0
+    per = max(1, round(minutes / 6))  # events of each kind per stream: about one per 6 minutes
+    busy: list[tuple[float, float]] = []
+    sign_events = _times(rng, duration, per, (5.0, 40.0), busy)
+    busy += sign_events
+    colour_events = _times(rng, duration, per, (40.0, 100.0), busy)
+    busy += colour_events
+    square_events = _times(rng, duration, per, (8.0, 40.0), busy)
+    busy += square_events
+
+    # Haystack: scene changes every 20-90 s among the other backgrounds (never the watched colour).
+    scenes: list[Scene] = []
+    t = 0.0
+    while t < duration:
+        end = min(duration, t + rng.uniform(20, 90))
+        scenes.append(Scene(t, end, PALETTE[rng.choice(v.backgrounds)]))
+        t = end
+    for a, b in colour_events:
+        scenes = cut_scenes(scenes, a, b) + [Scene(a, b, PALETTE[v.colour])]
+    scenes.sort(key=lambda s: s.start)
+
+    overlays = [Overlay(0, duration, v.place, size=0.06, x=0.6, y=0.85)]
+    shapes: list[Shape] = []
+    for a, b in sign_events:
+        overlays.append(Overlay(a, b, v.sign, size=0.1, x=0.05, y=0.08))
+    for a, b in square_events:
+        shapes.append(Shape(a, b, PALETTE[v.square_colour], count=v.square_count, x=0.3, y=0.55, size=0.1))
+    # Distractors every 40-120 s where no event is: signs that share words, squares of the watched colour in
+    # other counts, squares of other colours in the watched count.
+    t = rng.uniform(20, 60)
+    while t < duration - 30:
+        n = rng.uniform(8, 30)
+        if not any(t < y + 15 and t + n > x - 15 for x, y in busy):
+            r = rng.random()
+            if r < 0.5:
+                overlays.append(Overlay(t, t + n, rng.choice(v.sign_distractors), size=0.1, x=0.05, y=0.08))
+            elif r < 0.75:
+                count = rng.choice([c for c in (1, 2, 3, 4) if c != v.square_count])
+                shapes.append(Shape(t, t + n, PALETTE[v.square_colour], count=count, x=0.3, y=0.55, size=0.1))
+            else:
+                shapes.append(Shape(t, t + n, PALETTE[rng.choice(v.square_distractor_colours)],
+                                    count=v.square_count, x=0.3, y=0.55, size=0.1))
+        t += n + rng.uniform(40, 120)
+
+    specs = [WatchSpec(v.sign_watch, "sign", sign_events), WatchSpec(v.colour_watch, "colour", colour_events),
+             WatchSpec(v.squares_watch, "squares", square_events)]
+    negatives = list(v.negatives)
+    while len(specs) < watches:
+        specs.append(WatchSpec(negatives[(len(specs) - 3) % len(negatives)], "none"))
+    return StreamPlan(split, index, duration, scenes, overlays, shapes, specs[:max(watches, 0)])
+
+

@@ -1,0 +1,101 @@
+"""Standing questions ("watches") of a stream, and the alerts they raised: their history, and new ones as
+server-sent events. The stream's worker checks the watches as its coarse spans close and stores the alerts; the
+server's :class:`lucy.watch.delivery.AlertFollower` delivers them (the bus behind the SSE stream, MQTT, webhooks)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+
+from lucy.service.errors import NotFound
+from lucy.service.routes.questions import SSE_HEADERS, sse
+from lucy.service.schemas import AlertList, WatchIn, WatchList, WatchOut
+from lucy.service.state import Service, service
+from lucy.watch.delivery import alert_json
+
+router = APIRouter(tags=["watches"])
+
+KEEPALIVE_SECONDS = 10.0
+
+
+@router.post("/v1/streams/{name}/watches", response_model=WatchOut, status_code=201,
+             summary="Watch a stream for something: a standing question",
+             description="The stream's worker asks the question of each new coarse span; each time it comes true "
+                         "an alert is stored and delivered (the alerts SSE stream, MQTT `<prefix>/<stream>/alerts`, "
+                         "and a POST to `webhook_url` when given: the server then connects outward to that URL).")
+async def add_watch(name: str, body: WatchIn, request: Request) -> dict[str, Any]:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+    options: dict[str, Any] = {"webhook_url": body.webhook_url}
+    if body.cooldown_seconds is not None:
+        options["cooldown_seconds"] = body.cooldown_seconds
+    watch = await asyncio.to_thread(svc.memory.add_watch, name, body.question.strip(), **options)
+    if svc.alerts is not None:
+        svc.alerts.forget_watches()
+    return asdict(watch)
+
+
+@router.get("/v1/streams/{name}/watches", response_model=WatchList, summary="The stream's active watches")
+async def list_watches(name: str, request: Request) -> dict[str, Any]:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+    watches = await asyncio.to_thread(svc.memory.watches, name)
+    return {"stream": name, "watches": [asdict(w) for w in watches]}
+
+
+@router.delete("/v1/streams/{name}/watches/{watch_id}", summary="Stop watching (its alerts stay as history)")
+async def delete_watch(name: str, watch_id: int, request: Request) -> dict[str, Any]:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+
+    def delete() -> bool:
+        if not any(w.id == watch_id for w in svc.memory.watches(name)):
+            return False
+        return svc.memory.delete_watch(watch_id)
+
+    if not await asyncio.to_thread(delete):
+        raise NotFound(f"stream {name!r} has no active watch {watch_id}")
+    if svc.alerts is not None:
+        svc.alerts.forget_watches()
+    return {"stream": name, "id": watch_id, "deleted": True}
+
+
+@router.get("/v1/streams/{name}/alerts", response_model=AlertList, summary="Alerts of the stream, oldest first")
+async def list_alerts(name: str, request: Request,
+                      after_id: Annotated[int, Query(ge=0, description="Only alerts with a greater id.")] = 0,
+                      limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                      watch_id: Annotated[int | None, Query(ge=1, description="Only this watch's alerts.")] = None,
+                      ) -> dict[str, Any]:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+    alerts = await asyncio.to_thread(svc.memory.alerts, name, watch_id=watch_id, after_id=after_id, limit=limit)
+    return {"stream": name, "alerts": [alert_json(a) for a in alerts]}
+
+
+@router.get("/v1/streams/{name}/alerts/events", summary="New alerts of the stream, as server-sent events",
+            description="One `alert` event per new alert (the objects of GET .../alerts), and a comment line every "
+                        f"{KEEPALIVE_SECONDS:g} s to keep proxies from closing the connection. Alerts raised while "
+                        "no client listened are in GET .../alerts.",
+            responses={200: {"content": {"text/event-stream": {}}}})
+async def alert_events(name: str, request: Request) -> StreamingResponse:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+    return StreamingResponse(_alert_events(svc, name, request), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _alert_events(svc: Service, name: str, request: Request) -> AsyncIterator[bytes]:
+    async with svc.bus.subscribe() as sub:
+        yield b": listening\n\n"  # headers and a first byte now, so clients know they are subscribed
+        while not await request.is_disconnected():
+            try:
+                event = await asyncio.wait_for(sub.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            if event.get("type") == "alert" and event.get("stream") == name:
+                yield sse("alert", event["alert"])

@@ -1,0 +1,58 @@
+"""The check agent: the openai backend against a real OpenAI-compatible server with scripted replies (yes, no,
+maybe, broken JSON), and the lexical backend's verdicts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from lucy.query.reasoners.base import MemoryItem, ReasonerError
+from lucy.query.reasoners.lexical import LexicalReasoner, watch_terms
+from lucy.query.reasoners.openai import OpenAIReasoner
+from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+
+WATCH = "Tell me when someone is at the DOOR"
+COARSE = MemoryItem(1, "coarse", 120, 180, "a hallway; a door at the back")
+FINE = MemoryItem(2, "fine", 130, 140, 'On-screen text:\n- "DOOR" (top left)')
+
+
+def check(replies, memory=(COARSE,)):
+    async def go():
+        with ScriptedOpenAIServer(replies) as server:
+            r = OpenAIReasoner(base_url=server.base_url, model="m", api_key="k", max_retries=0, timeout_seconds=10)
+            try:
+                return await r.check(WATCH, list(memory)), server
+            finally:
+                await r.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("verdict", ["yes", "no", "maybe"])
+def test_openai_check_verdicts(verdict):
+    reply = {"verdict": verdict, "evidence": [{"start": 130, "end": 140}] if verdict != "no" else [], "reason": "r"}
+    reasoned, server = check([Reply(json.dumps(reply))])
+    assert reasoned.reply.verdict == verdict and reasoned.usage.llm_calls == 1
+    sent = server.requests[0]["messages"]
+    assert "<memory>" in sent[1]["content"] and "Watch: Tell me when someone is at the DOOR" in sent[1]["content"]
+
+
+def test_openai_check_retries_broken_json_once_then_fails():
+    good = json.dumps({"verdict": "yes", "evidence": [{"start": 130, "end": 140}], "reason": "a person"})
+    reasoned, _ = check([Reply('{"verdict": "yes", '), Reply(good)])
+    assert reasoned.reply.verdict == "yes" and reasoned.usage.llm_calls == 2
+    outside = json.dumps({"verdict": "yes", "evidence": [{"start": 500, "end": 510}]})
+    with pytest.raises(ReasonerError, match="check agent"):
+        check([Reply("not json"), Reply(outside)])
+
+
+def test_lexical_check_verdicts():
+    assert watch_terms(WATCH) == (["door"], ["door"])
+    lexical = LexicalReasoner()
+    verdict = lambda memory: asyncio.run(lexical.check(WATCH, memory)).reply.verdict  # noqa: E731
+    assert verdict([COARSE]) == "maybe"  # only coarse memory says it
+    assert verdict([COARSE, FINE]) == "yes"
+    assert verdict([MemoryItem(1, "coarse", 0, 60, "an empty car park")]) == "no"
+    assert verdict([MemoryItem(2, "fine", 0, 10, 'looked for "DOOR": not readable')]) == "no"

@@ -1,0 +1,116 @@
+"""Watches end to end on the embedded backends: a generated video ingested with the pixels captioner, each closed
+coarse span checked by the lexical reasoner (confirmed by fine captions when coarse memory only hints), alerts
+stored once per event, and a restarted builder that resumes checking where the last one stopped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from lucy.config import load_settings
+from lucy.ingest import Ingestor, open_frames
+from lucy.memory.builder import CoarseBuilder
+from lucy.memory.captioners.pixels import PixelsCaptioner
+from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.query.reasoners.lexical import LexicalReasoner
+from lucy.synth import PALETTE, Overlay, Scene, write_video
+from lucy.watch.checker import WatchChecker, watch_origin
+
+SIGN = "Tell me when the FIRE EXIT sign appears"  # 130-150 s only
+BAY = "Let me know when LOADING BAY is shown"  # 70-230 s: three coarse spans
+NEVER = ["Alert me if a ZEBRA shows up", "tell me when the word PELICAN appears", "notify me about QUARTZ",
+         "tell me when VIOLIN is written", "alert me when GARAGE 9 is shown", "tell me when HELIPAD appears",
+         "alert me if MAGNOLIA is shown", "tell me when the TUNDRA sign appears"]
+
+
+def settings_for(data: Path):
+    return load_settings(data=data, **{"ingest.frame_width": 320, "ingest.frame_height": 180,
+                                       "captioner.pixels.coarse_max_frames": 8, "captioner.max_in_flight": 2})
+
+
+def video(path: Path) -> Path:
+    scenes = [Scene(0, 130, PALETTE["gray"]), Scene(130, 150, PALETTE["blue"]), Scene(150, 240, PALETTE["gray"])]
+    overlays = [Overlay(130, 150, "FIRE EXIT", size=0.14, x=0.05, y=0.05),
+                Overlay(70, 230, "LOADING BAY", size=0.1, x=0.05, y=0.6)]
+    return write_video(path, duration=240, fps=4, width=320, height=180, scenes=scenes, overlays=overlays)
+
+
+def builder_for(settings, memory) -> CoarseBuilder:
+    captioner = PixelsCaptioner(settings.captioner.pixels)
+    checker = WatchChecker(settings, "cam", memory, LexicalReasoner(), captioner, open_frames(settings))
+    return CoarseBuilder(settings, "cam", memory, captioner, checker=checker)
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """The video ingested while ten watches are registered on its stream."""
+    root = tmp_path_factory.mktemp("watch")
+    settings = settings_for(root / "data")
+    memory = SQLiteMemoryStore.for_data(settings)
+    ids = {q: memory.add_watch("cam", q).id for q in [SIGN, BAY, *NEVER]}
+    builder = builder_for(settings, memory).start()
+    Ingestor(settings, str(video(root / "v.mp4")), "cam", on_commit=builder.on_commit).run()
+    assert builder.drain(timeout=120)
+    stats = builder.checker.stats.snapshot()
+    builder.stop()
+    yield settings, memory, ids, stats
+    memory.close()
+
+
+def test_a_sign_that_appears_mid_video_is_alerted_once_with_its_span(watched):
+    _, memory, ids, _ = watched
+    alerts = memory.alerts("cam", watch_id=ids[SIGN])
+    assert len(alerts) == 1, alerts
+    alert = alerts[0]
+    assert 120 <= alert.start < 150 and 130 < alert.end <= 180  # the fine evidence, inside the sign's span
+    assert alert.start <= alert.frame_time <= alert.end and alert.level == "fine"
+    assert alert.event_end == 180 and alert.caption_calls > 0 and alert.llm_calls == 2
+    # confirmed by fine captions made with the watch's question, stored under the coarse node
+    fine = memory.nodes("cam", level="fine", origin=watch_origin(ids[SIGN]))
+    assert fine and all(n.instruction == SIGN and n.parent is not None for n in fine)
+    assert all(n.start >= 120 for n in fine)  # nothing before the sign appeared was worth a closer look
+
+
+def test_an_event_over_three_spans_raises_one_alert(watched):
+    _, memory, ids, _ = watched
+    alerts = memory.alerts("cam", watch_id=ids[BAY])
+    assert len(alerts) == 1 and 60 <= alerts[0].start < 120, alerts
+
+
+def test_what_is_never_shown_raises_nothing_and_every_watch_is_checked(watched):
+    _, memory, ids, stats = watched
+    assert all(memory.alerts(watch_id=ids[q]) == [] for q in NEVER)
+    assert len(memory.alerts("cam")) == 2
+    assert all(memory.watch_progress(i) == pytest.approx(240, abs=0.1) for i in ids.values())
+    assert stats["checks"] == 10 * 4 and stats["errors"] == 0 and stats["alerts"] == 2
+    assert stats["merged"] >= 2 and stats["verdicts"]["yes"] >= 4 and stats["confirmations"] >= 4
+
+
+def test_alerts_follow_by_id_and_deleted_watches_stop(watched):
+    _, memory, ids, _ = watched
+    first, second = memory.alerts("cam")
+    assert memory.alerts("cam", after_id=first.id) == [second]
+    assert memory.delete_watch(ids[NEVER[0]]) and not memory.delete_watch(ids[NEVER[0]])
+    assert ids[NEVER[0]] not in {w.id for w in memory.watches("cam")} and len(memory.watches("cam")) == 9
+
+
+def test_a_restarted_builder_resumes_checking_without_a_double_alert(watched):
+    settings, memory, ids, _ = watched
+    memory.set_watch_progress(ids[SIGN], 60.0)  # as if the last run stopped after captioning, before checking
+    late = memory.add_watch("cam", SIGN)  # registered now: checked from the next span on...
+    assert memory.watch_progress(late.id) == pytest.approx(240, abs=0.1)
+    past = memory.add_watch("cam", SIGN)
+    memory.set_watch_progress(past.id, 0.0)  # ... unless asked to look at the past (lucy watch --from-start)
+    builder = builder_for(settings, memory).start()
+    try:
+        deadline = time.monotonic() + 60
+        while min(memory.watch_progress(i) for i in (ids[SIGN], past.id)) < 239.9:
+            assert time.monotonic() < deadline, "the restarted builder did not resume checking"
+            time.sleep(0.1)
+    finally:
+        builder.stop()
+    assert len(memory.alerts(watch_id=ids[SIGN])) == 1  # the event it had alerted: merged, not raised again
+    assert memory.alerts(watch_id=late.id) == []
+    assert [(a.start >= 120, a.end <= 180) for a in memory.alerts(watch_id=past.id)] == [(True, True)]

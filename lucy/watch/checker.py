@@ -144,7 +144,7 @@ class WatchChecker:
         if verdict == "maybe":
             if self._may_confirm(watch.id):
                 confirmed = 1
-                fine = await self._confirm(watch, node, slots, calls)
+                fine = await self._confirm(watch, node, reply.evidence, slots, calls)
                 reasoned = await self.reasoner.check(watch.question, [coarse, *fine])
                 calls.llm += reasoned.usage.llm_calls
                 reply, level = reasoned.reply, "fine"
@@ -187,9 +187,11 @@ class WatchChecker:
         times.append(now)
         return True
 
-    async def _confirm(self, watch: Watch, node: MemoryNode, slots: asyncio.Semaphore,
-                       calls: _Calls) -> list[MemoryItem]:
-        """Caption the span's fine sub-spans with the watch's question as the instruction; store and return them."""
+    async def _confirm(self, watch: Watch, node: MemoryNode, hints: Sequence[EvidenceSpan],
+                       slots: asyncio.Semaphore, calls: _Calls) -> list[MemoryItem]:
+        """Caption the span's fine sub-spans with the watch's question as the instruction; store and return them.
+        Where the maybe named when in the span it saw a hint (``hints`` narrower than the span), only the sub-spans
+        around that time are captioned: a VLM caption each, not one per sub-span of the whole span."""
         assert self.captioner is not None
         spec = self.settings.levels.fine
         if self._frames is None:
@@ -199,6 +201,10 @@ class WatchChecker:
         while t < node.end - _EPS:
             bounds.append((t, min(t + spec.span_seconds, node.end)))
             t += spec.span_seconds
+        narrow = [h for h in hints if node.start - _EPS <= h.start and h.end <= node.end + _EPS and
+                  h.end - h.start < node.end - node.start - _EPS]
+        if narrow:
+            bounds = [(a, b) for a, b in bounds if any(h.start < b and a < h.end + _EPS for h in narrow)] or bounds
 
         async def one(ref: int, a: float, b: float) -> MemoryItem | None:
             clip = await asyncio.to_thread(frames.read, a, b, spec.fps)

@@ -56,3 +56,13 @@ def test_lexical_check_verdicts():
     assert verdict([COARSE, FINE]) == "yes"
     assert verdict([MemoryItem(1, "coarse", 0, 60, "an empty car park")]) == "no"
     assert verdict([MemoryItem(2, "fine", 0, 10, 'looked for "DOOR": not readable')]) == "no"
+
+
+def test_a_maybe_names_when_in_the_span_it_saw_the_hint():
+    """The coarse statement that half-matches says when ("seen 131.0-134.0 s"): the maybe's evidence is that time, so
+    the checker confirms by captioning the fine sub-span around it, not all six."""
+    coarse = MemoryItem(1, "coarse", 120, 180, 'Scenes:\n- 120.0-180.0 s: mostly blue background\n'
+                                               'On-screen text:\n- "FIRE EX" (top left, seen 131.0-134.0 s)')
+    reply = asyncio.run(LexicalReasoner().check('Tell me when the "FIRE EXIT" sign appears', [coarse])).reply
+    assert reply.verdict == "maybe"
+    assert [(e.start, e.end) for e in reply.evidence] == [(131.0, 134.0)]

@@ -76,6 +76,20 @@ WATCH_STOPWORDS = frozenset(terms(
 _NEGATED = re.compile(r"\b(not|no|none|never|nothing|nobody|without|absent)\b", re.IGNORECASE)
 
 
+_STATED = re.compile(r"(\d+(?:\.\d+)?)(?:\s*-\s*(\d+(?:\.\d+)?))?\s*s\b")  # "302.0-305.0 s", "50 s"
+
+
+def _stated_time(statement: str, item: MemoryItem) -> EvidenceSpan:
+    """The stretch of media time a caption's statement gives for what it says ("seen 302.0-305.0 s"), inside the
+    memory's span; the memory's whole span when it gives none."""
+    for found in _STATED.finditer(statement):
+        start = float(found.group(1))
+        end = float(found.group(2) or start)
+        if item.start - 1e-6 <= start <= end <= item.end + 1e-6:
+            return EvidenceSpan(start=start, end=min(item.end, max(end, start + 1.0)))
+    return EvidenceSpan(start=item.start, end=item.end)
+
+
 def watch_terms(question: str) -> tuple[list[str], list[str]]:
     """(required, all) search terms of a watch: ``all`` its content words without the request phrasing; ``required``
     the words it writes as names, codes or quotes ("the FIRE EXIT sign", '"GATE 12"') when it has any, else ``all``."""
@@ -416,15 +430,19 @@ class LexicalReasoner(Reasoner):
         whole: list[MemoryItem] = []  # all of it in one (affirmative) statement of a detailed memory
         part: list[MemoryItem] = []  # some of it, or all of it only in coarse memory
         found_words: set[str] = set()
+        when: dict[int, EvidenceSpan] = {}  # ref -> the time its best statement names (else its span)
         for item in memory:
-            facts = [terms(fact) for fact in _FACT.split(item.text) if not _NEGATED.search(fact)]
+            statements = [fact for fact in _FACT.split(item.text) if not _NEGATED.search(fact)]
             best: set[str] = set()
-            for fact in facts:
-                here = {t for t in required if self._match(t, set(fact))[0] > 0}
-                best = here if len(here) > len(best) else best
+            said = ""
+            for statement in statements:
+                here = {t for t in required if self._match(t, set(terms(statement)))[0] > 0}
+                if len(here) > len(best):
+                    best, said = here, statement
             if not best:
                 continue
             found_words |= best
+            when[item.ref] = _stated_time(said, item)
             if len(best) == len(required) and item.level in _DETAILED:
                 whole.append(item)
             else:
@@ -440,8 +458,9 @@ class LexicalReasoner(Reasoner):
                                              "; only in coarse memory"))
         else:
             verdict, shown, reason = "no", [], f"no memory of this span mentions {', '.join(required)}"
-        reply = CheckReply(verdict=verdict, evidence=[EvidenceSpan(start=m.start, end=m.end) for m in shown],
-                           reason=reason)
+        # The evidence is the time the statement gives ("seen 302.0-305.0 s"), else its memory's span: a maybe is
+        # confirmed by looking closer there only.
+        reply = CheckReply(verdict=verdict, evidence=[when[m.ref] for m in shown], reason=reason)
         return Reasoned(reply, self._usage(started))
 
     @staticmethod

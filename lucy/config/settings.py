@@ -7,6 +7,7 @@ Every field is bounded and described; unknown keys are refused at start (``extra
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -589,7 +590,15 @@ class LucySettings(BaseSettings):
         return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_config_file())
 
 
+# The file :func:`load_settings` was given, for the settings it is building (a context variable, not the
+# environment: setting LUCY_CONFIG would leak that file into every later load_settings() of the process).
+_GIVEN_CONFIG: ContextVar[Path | None] = ContextVar("lucy_config_file", default=None)
+
+
 def _config_file() -> Path | None:
+    given = _GIVEN_CONFIG.get()
+    if given is not None:
+        return given
     explicit = os.environ.get(CONFIG_ENV)
     if explicit:
         path = Path(explicit)
@@ -604,10 +613,16 @@ def load_settings(config_file: Path | None = None, **flags: Any) -> LucySettings
 
     Nested flags use dotted names, e.g. ``{"ingest.codec": "zstd"}``.
     """
-    if config_file is not None:
-        if not config_file.is_file():
-            raise LucyError(f"configuration file {config_file} does not exist")
-        os.environ[CONFIG_ENV] = str(config_file)
+    if config_file is not None and not config_file.is_file():
+        raise LucyError(f"configuration file {config_file} does not exist")
+    token = _GIVEN_CONFIG.set(config_file)
+    try:
+        return _build(flags)
+    finally:
+        _GIVEN_CONFIG.reset(token)
+
+
+def _build(flags: dict[str, Any]) -> LucySettings:
     init: dict[str, Any] = {}
     for key, value in flags.items():
         if value is None:

@@ -162,6 +162,12 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     assert "error" in browser.find_element(By.ID, "search-status").get_attribute("class")
 
 
+def listed(driver: webdriver.Chrome) -> list[str]:
+    """The texts of the watch list's items, read in one call (the list is redrawn live: elements found one call
+    earlier may be gone by the next)."""
+    return driver.execute_script("return [...document.querySelectorAll('#watch-list li')].map(li => li.textContent)")
+
+
 def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: LucyServer, videos: dict[str, Path],
                                                                 browser: webdriver.Chrome) -> None:
     from tests.service.test_watches import store_alert
@@ -180,7 +186,7 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
     browser.find_element(By.ID, "watch-cooldown").send_keys("120")
     browser.find_element(By.CSS_SELECTOR, "#watch-form button[type=submit]").click()
     wait.until(EC.text_to_be_present_in_element((By.ID, "watch-result"), "watching"))
-    wait.until(lambda d: any(question in li.text for li in d.find_elements(By.CSS_SELECTOR, "#watch-list li")))
+    wait.until(lambda d: any(question in text for text in listed(d)))
     assert browser.find_element(By.ID, "watch-question").get_attribute("value") == ""
     with shared_server.client() as c:
         (watch,) = c.get("/v1/streams/dock/watches").json()["watches"]
@@ -219,7 +225,7 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
             return False
 
     wait.until(click_delete)
-    wait.until(lambda d: not any(question in li.text for li in d.find_elements(By.CSS_SELECTOR, "#watch-list li")))
+    wait.until(lambda d: not any(question in text for text in listed(d)))
     with shared_server.client() as c:
         assert c.get("/v1/streams/dock/watches").json()["watches"] == []
         assert len(c.get("/v1/streams/dock/alerts").json()["alerts"]) == 2

@@ -66,3 +66,12 @@ def test_a_maybe_names_when_in_the_span_it_saw_the_hint():
     reply = asyncio.run(LexicalReasoner().check('Tell me when the "FIRE EXIT" sign appears', [coarse])).reply
     assert reply.verdict == "maybe"
     assert [(e.start, e.end) for e in reply.evidence] == [(131.0, 134.0)]
+
+
+def test_a_watch_for_a_change_looks_for_what_the_change_leaves():
+    """"When the screen turns red": captions say what is there ("mostly red background"), not that the screen
+    turned; the words for the video itself and for the change are not looked for."""
+    assert watch_terms("Tell me when the screen turns red")[0] == ["red"]
+    assert watch_terms("Notify me when the whole picture goes green")[0] == ["green"]
+    fine = MemoryItem(1, "fine", 380, 390, "Scenes:\n- 380.0-389.0 s: mostly red background (colours: red 99%)")
+    assert asyncio.run(LexicalReasoner().check("Tell me when the screen turns red", [fine])).reply.verdict == "yes"

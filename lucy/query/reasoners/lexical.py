@@ -67,10 +67,15 @@ _WATCH_LEAD = re.compile(
     r"^\s*(please\s+)?(((tell|let|notify|alert|warn|ping|inform|message|remind)\s+(me|us)(\s+know)?)|"
     r"((send|raise|give)\s+((me|us)\s+)?an?\s+(alert|notification|message))|alert|notify|watch(\s+out)?\s+for|"
     r"look\s+out\s+for)(\s+(when|whenever|if|once|as\s+soon\s+as|the\s+moment))?\b[\s,:]*", re.IGNORECASE)
-# Words of a watch that name no thing to look for ("someone is", "something happens", "ever"); with STOPWORDS.
+# Words of a watch that name no thing to look for ("someone is", "something happens", "ever"), the video itself
+# ("the screen", "the picture") and the change it waits for ("turns", "goes", "appears", "shows up"): a caption
+# says what is there ("mostly red background"), not that the screen turned red; with STOPWORDS.
 WATCH_STOPWORDS = frozenset(terms(
     "someone somebody anyone anybody something anything everyone everybody ever whenever happen happens "
-    "happening happened occur occurs there please alert notify tell know", keep_stopwords=True))
+    "happening happened occur occurs there please alert notify tell know "
+    "screen picture image video frame view camera footage whole "
+    "turn turns turned turning go goes going gone become becomes became appear appears appeared appearing "
+    "show shows showed shown showing up", keep_stopwords=True))
 # A statement that says something was *not* there ("- none readable", 'looked for "EXIT": not readable') shows
 # nothing, whatever words it repeats.
 _NEGATED = re.compile(r"\b(not|no|none|never|nothing|nobody|without|absent)\b", re.IGNORECASE)

@@ -177,9 +177,10 @@ class Localiser:
         """Coarse spans outside the current memory that no round has searched, the most relevant first (and, among
         equals, the farthest from where rounds have looked)."""
         view = self.view
-        items = [view.coarse_item(k) for k, (start, end) in enumerate(view.coarse_grid)
-                 if span_key(Level.COARSE.value, start, end) not in view.searched | offered
-                 and view.coarse_item(k).ref not in view.current]
+        skip = view.searched | offered
+        items = [item for k, (start, end) in enumerate(view.coarse_grid)
+                 if span_key(Level.COARSE.value, start, end) not in skip
+                 and (item := view.coarse_item(k)).ref not in view.current]
         if not items:
             return []
         relevance = self.packer.relevance(items)

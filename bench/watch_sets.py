@@ -1,6 +1,6 @@
 """The watch benchmark's streams, events and standing questions (see ``bench/watch.py``).
 
-Two splits, each a pure function of (minutes, seed, stream index), written with different vocabularies:
+Three splits, each a pure function of (minutes, seed, stream index), written with different vocabularies:
 
 * ``tune`` — a loading-yard camera: a "DELIVERY AT GATE 3" sign, the scene turning red, three yellow squares;
   distractor signs sharing words ("GATE 5 CLOSED", "DELIVERY VANS ONLY", ...), other background colours, yellow
@@ -8,6 +8,12 @@ Two splits, each a pure function of (minutes, seed, stream index), written with 
 * ``test`` — a held-out split, written apart and never tuned on: a station concourse camera with other sign texts,
   another colour, another square colour and count, other watch phrasings, and negative watches that share words
   with what is shown.
+* ``holdout`` — written blind by another engineer; the lead looks only at its totals (``bench/watch.py`` prints
+  no per-watch table for it without ``-v``, and ``--split all`` leaves it out): a parking-garage camera whose
+  display shows smaller text (0.07 of the frame) lower down, signs that differ from the watched one by one word or
+  one digit, shorter events (5-25 s; the colour 30-90 s), four squares higher up (distractors in counts one off),
+  distractors twice as often, other backgrounds and phrasings, and negative watches one word or digit away from
+  what is shown.
 
 Every event of a watch is something a careful human watching the video would alert on, and nothing else in the
 video matches it: the event's colour never appears as a background elsewhere, its sign text never appears outside
@@ -50,6 +56,21 @@ class Vocabulary:
     squares_watch: str
     square_distractor_colours: tuple[str, ...]
     negatives: tuple[str, ...]  # watches for things that never happen (some share words with what does)
+    # Geometry and timing; the defaults are those of tune and test (changing them changes those splits' videos).
+    sign_size: float = 0.1  # text height as a fraction of the frame height
+    sign_x: float = 0.05
+    sign_y: float = 0.08
+    square_size: float = 0.1
+    square_x: float = 0.3
+    square_y: float = 0.55
+    square_distractor_counts: tuple[int, ...] = (1, 2, 3, 4)  # the watched count is left out
+    sign_length: tuple[float, float] = (5.0, 40.0)  # seconds an event lasts
+    colour_length: tuple[float, float] = (40.0, 100.0)
+    square_length: tuple[float, float] = (8.0, 40.0)
+    distractor_gap: tuple[float, float] = (40.0, 120.0)  # seconds from one distractor's end to the next's start
+
+
+BLIND = frozenset({"holdout"})  # splits the lead sees only as totals; not in ``bench/watch.py --split all``
 
 
 SPLITS: dict[str, Vocabulary] = {
@@ -97,6 +118,40 @@ SPLITS: dict[str, Vocabulary] = {
             'Let me know when the board shows "NOW SERVING 12"',
         ),
     ),
+    # Written blind (not against the checker's code or results); see the module docstring.
+    "holdout": Vocabulary(
+        place="GARAGE B2 RAMP",
+        sign="LEVEL 2 FULL",
+        sign_watch='Alert me if the display reads "LEVEL 2 FULL"',
+        sign_distractors=("LEVEL 3 FULL", "LEVEL 2 OPEN", "LEVEL 12 FULL", "EXIT VIA LEVEL 2", "LEVEL 1 FULL"),
+        colour="purple",
+        colour_watch="Let me know if the view turns purple",
+        backgrounds=("gray", "brown", "black", "white", "pink"),
+        square_colour="blue",
+        square_count=4,
+        squares_watch="Notify me when 4 blue squares are visible",
+        square_distractor_colours=("teal", "red", "yellow"),
+        negatives=(
+            'Ping me as soon as the display reads "LEVEL 4 FULL"',
+            "I want to know when the view turns orange",
+            "Notify me when 6 blue squares are visible",
+            'Alert me if the display reads "LEVEL 2 CLOSED"',
+            "Let me know if the view turns green",
+            "Notify me when 4 green squares are visible",
+            'I want to know when a sign says "NO EXIT"',
+        ),
+        sign_size=0.07,
+        sign_x=0.5,
+        sign_y=0.6,
+        square_size=0.08,
+        square_x=0.06,
+        square_y=0.2,
+        square_distractor_counts=(2, 3, 5),
+        sign_length=(5.0, 25.0),
+        colour_length=(30.0, 90.0),
+        square_length=(5.0, 25.0),
+        distractor_gap=(20.0, 60.0),
+    ),
 }
 
 
@@ -137,11 +192,11 @@ def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8) ->
     duration = minutes * 60.0
     per = max(1, round(minutes / 6))  # events of each kind per stream: about one per 6 minutes
     busy: list[tuple[float, float]] = []
-    sign_events = _times(rng, duration, per, (5.0, 40.0), busy)
+    sign_events = _times(rng, duration, per, v.sign_length, busy)
     busy += sign_events
-    colour_events = _times(rng, duration, per, (40.0, 100.0), busy)
+    colour_events = _times(rng, duration, per, v.colour_length, busy)
     busy += colour_events
-    square_events = _times(rng, duration, per, (8.0, 40.0), busy)
+    square_events = _times(rng, duration, per, v.square_length, busy)
     busy += square_events
 
     # Haystack: scene changes every 20-90 s among the other backgrounds (never the watched colour).
@@ -157,26 +212,28 @@ def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8) ->
 
     overlays = [Overlay(0, duration, v.place, size=0.06, x=0.6, y=0.85)]
     shapes: list[Shape] = []
+    sign = {"size": v.sign_size, "x": v.sign_x, "y": v.sign_y}
+    square = {"x": v.square_x, "y": v.square_y, "size": v.square_size}
     for a, b in sign_events:
-        overlays.append(Overlay(a, b, v.sign, size=0.1, x=0.05, y=0.08))
+        overlays.append(Overlay(a, b, v.sign, **sign))
     for a, b in square_events:
-        shapes.append(Shape(a, b, PALETTE[v.square_colour], count=v.square_count, x=0.3, y=0.55, size=0.1))
-    # Distractors every 40-120 s where no event is: signs that share words, squares of the watched colour in
-    # other counts, squares of other colours in the watched count.
+        shapes.append(Shape(a, b, PALETTE[v.square_colour], count=v.square_count, **square))
+    # Distractors every 40-120 s (``distractor_gap``) where no event is: signs that share words, squares of the
+    # watched colour in other counts, squares of other colours in the watched count.
     t = rng.uniform(20, 60)
     while t < duration - 30:
         n = rng.uniform(8, 30)
         if not any(t < y + 15 and t + n > x - 15 for x, y in busy):
             r = rng.random()
             if r < 0.5:
-                overlays.append(Overlay(t, t + n, rng.choice(v.sign_distractors), size=0.1, x=0.05, y=0.08))
+                overlays.append(Overlay(t, t + n, rng.choice(v.sign_distractors), **sign))
             elif r < 0.75:
-                count = rng.choice([c for c in (1, 2, 3, 4) if c != v.square_count])
-                shapes.append(Shape(t, t + n, PALETTE[v.square_colour], count=count, x=0.3, y=0.55, size=0.1))
+                count = rng.choice([c for c in v.square_distractor_counts if c != v.square_count])
+                shapes.append(Shape(t, t + n, PALETTE[v.square_colour], count=count, **square))
             else:
                 shapes.append(Shape(t, t + n, PALETTE[rng.choice(v.square_distractor_colours)],
-                                    count=v.square_count, x=0.3, y=0.55, size=0.1))
-        t += n + rng.uniform(40, 120)
+                                    count=v.square_count, **square))
+        t += n + rng.uniform(*v.distractor_gap)
 
     specs = [WatchSpec(v.sign_watch, "sign", sign_events), WatchSpec(v.colour_watch, "colour", colour_events),
              WatchSpec(v.squares_watch, "squares", square_events)]

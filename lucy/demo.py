@@ -9,6 +9,7 @@ there. At the end, one question is asked again to show that what the first ask f
 from __future__ import annotations
 
 import asyncio
+import shlex
 import tempfile
 import threading
 import time
@@ -152,5 +153,10 @@ def run_demo(settings: LucySettings, workdir: Path | None = None, *, realtime: b
             recording.thread.join(timeout=60)
     finally:
         memory.close()
-    print(f"\ndata directory: {settings.data}  (try: lucy memory --stream demo --data {settings.data})")
+    # The full path of this lucy when the shell would not find it (no activated virtual environment).
+    from lucy.cli.common import lucy_command
+
+    data = shlex.quote(str(settings.data))
+    print(f"\ndata directory: {settings.data}\ntry: {lucy_command()} memory --stream demo --data {data}\n"
+          f" or: {lucy_command()} ask \"What was the plate number of the delivery van?\" --stream demo --data {data}")
     return 0

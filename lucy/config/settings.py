@@ -225,7 +225,10 @@ class OpenAIEmbedderSettings(_Section):
     max_retries: int = Field(2, ge=0, le=20, description="Retries on 429, 5xx, timeouts, connection errors.")
     batch_size: int = Field(64, ge=1, le=4096, description="Most texts sent in one request.")
     query_prefix: str = Field(
-        "query: ", max_length=200, description="Put before every query (e5 models need 'query: '; '' for others).")
+        "passage: ", max_length=200,
+        description="Put before every search and question (e5 models: 'passage: ', as memory texts, matches "
+                    "paraphrases best: see lucy.memory.embedders.local; 'query: ' is e5's asymmetric mode; '' for "
+                    "models without prefixes).")
     passage_prefix: str = Field(
         "passage: ", max_length=200,
         description="Put before every memory text (e5 models need 'passage: '; '' for others).")
@@ -328,6 +331,10 @@ class ServiceSettings(_Section):
                     "always takes the CPU from them at once (ignored where the policy is not available).")
     stats_interval_seconds: float = Field(
         2.0, ge=0.1, le=300, description="How often stream figures are sampled for the dashboard and MQTT.")
+    sse_ping_seconds: float = Field(
+        10.0, gt=0, le=300,
+        description="Seconds between keep-alive comments (': ping') on the server-sent-event streams (chat, question "
+                    "traces, alerts), so that proxies and clients do not close them during long steps.")
     history_points: int = Field(
         900, ge=10, le=100_000, description="Samples of stream figures kept for the dashboard's charts.")
     worker_restart_initial_seconds: float = Field(
@@ -536,6 +543,9 @@ class AlertSettings(_Section):
                                        "together; more wait their turn (other alerts are never held up).")
     poll_seconds: float = Field(0.5, ge=0.05, le=60, description="How often the server looks for new alerts in "
                                 "the memory store (the stream workers write them there).")
+    catch_up_seconds: float = Field(3600.0, ge=0, description="On start, alerts raised while no server delivered "
+                                    "them (by `lucy ingest`, or before a restart) are delivered if younger than this; "
+                                    "older ones are counted as stale and skipped.")
 
     @model_validator(mode="after")
     def _backoff_grows(self) -> AlertSettings:

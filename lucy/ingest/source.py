@@ -664,7 +664,7 @@ class LiveSource(Source):
                     self.complete = True
                     return
                 self.reconnects += 1
-                log.warning("reconnected to %s after %.1f s", self.description, time.monotonic() - down_since)
+                log.info("reconnected to %s after %.1f s", self.description, time.monotonic() - down_since)
             connected, delay = True, s.reconnect_initial_seconds
             if self.wall_start is None:
                 self.wall_start = opened_at

@@ -30,8 +30,9 @@ Given an :class:`Embedder`, what the builder stores (captions and transcripts) i
 embedder failure is logged, never the builder's (missing vectors are made by the first search that needs them).
 
 Given a :class:`lucy.watch.checker.WatchChecker`, each span's coarse node, once stored, is checked against the
-stream's watches on the same loop (confirmation captions share the caption slots); on start, spans stored but not
-yet checked (a crash between the two) are checked first. A span counts as done once it is checked.
+stream's watches on the same loop (confirmation captions share the caption slots), once its transcript is stored
+too (waiting up to ``transcriber.caption_waits_seconds``, and only while the stream has watches); on start, spans
+stored but not yet checked (a crash between the two) are checked first. A span counts as done once it is checked.
 """
 
 from __future__ import annotations
@@ -463,6 +464,10 @@ class CoarseBuilder:
                                   text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
                 await asyncio.to_thread(self.memory.add, node)
                 if self.checker is not None:  # never raises: a failed check is logged and counted
+                    if self.speech is not None and await self.checker.has_watches():
+                        # what was said in the span is checked with what was seen
+                        await self.speech.transcript_of(job.k, job.start, job.end,
+                                                        self.settings.transcriber.caption_waits_seconds)
                     await self.checker.check_span(job.start, job.end, slots=self._slots)
             self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
             self._enqueued.discard(job.k)
@@ -514,8 +519,8 @@ class CoarseBuilder:
                 if caption is not None:
                     self.stats.describe_seconds += time.monotonic() - began
                     if self.stats.down_since is not None:
-                        log.warning("captioner of %s answers again after %.0f s; captioning the backlog",
-                                    self.stream, self.stats.down_seconds)
+                        log.info("captioner of %s answers again after %.0f s; captioning the backlog",
+                                 self.stream, self.stats.down_seconds)
                         self.stats.down_since = None
                     return caption.text, caption.model or self.captioner.model
                 self.stats.failures += 1

@@ -30,13 +30,16 @@ import numpy as np
 from lucy.memory.embedders import Embedder, EmbedderError
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
-from lucy.query.text import STOPWORDS
+from lucy.query.text import STOPWORDS, terms
 
 log = logging.getLogger(__name__)
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al.): damps the lead of the very first ranks
-# A word match alone is weaker evidence than closeness in meaning: paraphrased questions share a stray word ("coach",
-# "lift") with many captions. Chosen on bench/retrieval.py's tune split only.
+# A word match alone is weaker evidence than closeness in meaning: paraphrased searches share a stray word ("coach",
+# "lift") with many captions, and ungated fusion followed those (paraphrase top-1 93% by vectors alone, 41% fused).
+# So the word ranking counts only for memories holding at least this share of the search's content words, with this
+# weight. Chosen on bench/retrieval.py's tune split only.
+LEXICAL_COVERAGE = 0.5
 LEXICAL_WEIGHT = 0.5
 CANDIDATES = 100  # nodes each ranking contributes to the fusion
 EMBED_BATCH = 64  # texts per embedder call
@@ -282,9 +285,14 @@ class MemoryIndex:
             for node_id in nodes:
                 if node_id in held.row_of:
                     similarity[node_id] = float(scores[held.row_of[node_id]])
-        fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in lexical_rank else 0.0)
+        covering = set(lexical_rank)  # words only (no embedder, or it is down): their ranking is all there is
+        if semantic_rank:
+            wanted = set(terms(words))
+            covering = {node.id for node, _ in lexical
+                        if len(wanted & set(terms(node.text))) >= LEXICAL_COVERAGE * len(wanted)}
+        fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in covering else 0.0)
                  + (1.0 / (RRF_K + semantic_rank[i]) if i in semantic_rank else 0.0) for i in nodes}
-        best = sorted(fused, key=lambda i: (-fused[i], nodes[i].start))[:limit]
+        best = sorted((i for i in fused if fused[i] > 0), key=lambda i: (-fused[i], nodes[i].start))[:limit]
         return [SearchHit(nodes[i], fused[i], lexical_rank.get(i), semantic_rank.get(i), similarity.get(i))
                 for i in best]
 

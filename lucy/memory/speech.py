@@ -221,7 +221,7 @@ class SpeechWorker:
                 self.stats.transcribe_seconds += time.monotonic() - began
                 self.stats.audio_seconds += len(clip) / clip.sample_rate  # type: ignore[arg-type, attr-defined]
                 if self.stats.down_since is not None:
-                    log.warning("transcriber of %s answers again after %.0f s", self.stream, self.stats.down_seconds)
+                    log.info("transcriber of %s answers again after %.0f s", self.stream, self.stats.down_seconds)
                     self.stats.down_since = None
                 return lines
             finally:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -148,9 +149,15 @@ def _v3_watches(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX alerts_watch_id ON alerts(watch_id, id)")
 
 
+def _v4_alert_cursors(db: sqlite3.Connection) -> None:
+    """How far each deliverer of alerts (``lucy serve``) has delivered them, so a restart catches up."""
+    db.execute("CREATE TABLE alert_cursors (consumer TEXT PRIMARY KEY, last_id INTEGER NOT NULL)")
+
+
 # Migration i brings a database from user_version i to i + 1 (version 0: an empty file). Append only; never
 # edit a released step. Each runs inside the opening write transaction, so it applies whole or not at all.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vectors, _v3_watches]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vectors, _v3_watches,
+                                                           _v4_alert_cursors]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"
@@ -517,18 +524,25 @@ class SQLiteMemoryStore(MemoryStore):
 
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
                limit: int = 100) -> list[Alert]:
-        clauses, params = ["id > ?"], [int(after_id)]
-        if stream is not None:
-            clauses.append("stream = ?")
-            params.append(stream)
-        if watch_id is not None:
-            clauses.append("watch_id = ?")
-            params.append(int(watch_id))
-        rows = self._db().execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {' AND '.join(clauses)} "
-                                  f"ORDER BY id LIMIT ?", [*params, int(limit)])
-        return [Alert(id=r[0], watch_id=r[1], stream=r[2], question=r[3], start=r[4], end=r[5], reason=r[6],
-                      frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11],
-                      caption_calls=r[12]) for r in rows]
+        where, params = _alert_filter(stream, watch_id)
+        rows = self._db().execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+                                  [*params, int(after_id), int(limit)])
+        return [_alert(r) for r in rows]
+
+    def latest_alert(self, stream: str | None = None, *, watch_id: int | None = None) -> Alert | None:
+        where, params = _alert_filter(stream, watch_id)
+        row = self._db().execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {where} ORDER BY id DESC LIMIT 1",
+                                 params).fetchone()
+        return None if row is None else _alert(row)
+
+    def alert_cursor(self, consumer: str) -> int | None:
+        row = self._db().execute("SELECT last_id FROM alert_cursors WHERE consumer = ?", (consumer,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def set_alert_cursor(self, consumer: str, last_id: int) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO alert_cursors (consumer, last_id) VALUES (?, ?) "
+                       "ON CONFLICT(consumer) DO UPDATE SET last_id = excluded.last_id", (consumer, int(last_id)))
 
     def watch_progress(self, watch_id: int) -> float:
         row = self._db().execute("SELECT checked_until FROM watches WHERE id = ?", (int(watch_id),)).fetchone()
@@ -541,6 +555,23 @@ class SQLiteMemoryStore(MemoryStore):
             if db.execute("UPDATE watches SET checked_until = ? WHERE id = ?",
                           (float(checked_until), int(watch_id))).rowcount == 0:
                 raise KeyError(f"no watch with id {watch_id}")
+
+
+def _alert_filter(stream: str | None, watch_id: int | None) -> tuple[str, list[object]]:
+    """The WHERE condition (and its parameters) of alerts of ``stream`` / ``watch_id`` when given."""
+    clauses, params = ["1"], []
+    if stream is not None:
+        clauses.append("stream = ?")
+        params.append(stream)
+    if watch_id is not None:
+        clauses.append("watch_id = ?")
+        params.append(int(watch_id))
+    return " AND ".join(clauses), params
+
+
+def _alert(r: Sequence[Any]) -> Alert:
+    return Alert(id=r[0], watch_id=r[1], stream=r[2], question=r[3], start=r[4], end=r[5], reason=r[6],
+                 frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11], caption_calls=r[12])
 
 
 class _WriteTransaction:

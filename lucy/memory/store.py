@@ -187,6 +187,18 @@ class MemoryStore(ABC):
         """Alerts with an id above ``after_id``, oldest first (of ``stream`` / ``watch_id`` when given)."""
 
     @abstractmethod
+    def latest_alert(self, stream: str | None = None, *, watch_id: int | None = None) -> Alert | None:
+        """The newest alert (of ``stream`` / ``watch_id`` when given); None when there is none."""
+
+    @abstractmethod
+    def alert_cursor(self, consumer: str) -> int | None:
+        """The id of the last alert ``consumer`` (a deliverer, e.g. ``lucy serve``) delivered; None if never set."""
+
+    @abstractmethod
+    def set_alert_cursor(self, consumer: str, last_id: int) -> None:
+        """Record the id of the last alert ``consumer`` delivered (its next start catches up from there)."""
+
+    @abstractmethod
     def watch_progress(self, watch_id: int) -> float:
         """Media seconds of the watch's stream checked against it so far (contiguous from its start)."""
 

@@ -2,20 +2,36 @@
 
 Conventions: every name starts with ``lucy_`` and carries its unit (``_seconds``, ``_total``, ``_ratio``...),
 histograms have explicit buckets, and the only label is the stream name (bounded by ``service.max_streams``;
-never a URL), plus a ``reason`` of four values on the bytes retention freed and a ``sink`` and ``outcome`` (a
-few values each) on alert deliveries. The exporter is called before each scrape and on a timer; it reads plain figures and never hides
+never a URL), plus a ``reason`` of four values on the bytes retention freed, a ``sink`` and ``outcome`` (a few
+values each) on alert deliveries, and ``version`` and ``python`` on ``lucy_build_info``. The registry also holds
+prometheus_client's process and platform collectors (``process_*`` of the server process, ``python_info``,
+``python_gc_*``); each stream's worker process is measured from /proc (``lucy_stream_worker_*``). The exporter is called before each scrape and on a timer; it reads plain figures and never hides
 an error (a bug here fails the scrape loudly rather than serving stale numbers).
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from lucy import __version__
 from lucy.metrics.progress import CaptionProgress, SpeechProgress
 from lucy.metrics.stats import RetentionStats, StreamSample
 
@@ -34,6 +50,33 @@ STATE_CODES = {"stopped": 0, "starting": 1, "running": 2, "reconnecting": 3, "fi
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+def process_figures(pid: int) -> tuple[float, int] | None:
+    """CPU seconds (user + system) and resident bytes of a process, from /proc; None once it is gone (or where
+    there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": the name may hold spaces
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks, pages * os.sysconf("SC_PAGE_SIZE")
+
+
+class MqttMetrics:
+    """The MQTT bridge's link to its broker; registered by the bridge only (a server without one has none)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.connected = Gauge("lucy_mqtt_connected", "1 while the MQTT bridge is connected to its broker, else 0.",
+                               registry=registry)
+        self.connects = Counter("lucy_mqtt_connects_total", "Connections made to the MQTT broker (reconnects "
+                                "included).", registry=registry)
+        self.dropped = Counter("lucy_mqtt_dropped_messages_total", "Messages dropped from the MQTT outbox (oldest "
+                               "first) while the broker was away too long.", registry=registry)
+
+
 class MetricsExporter:
     """Owns a registry of Lucy's metrics; :meth:`update` maps current figures onto it."""
 
@@ -41,6 +84,14 @@ class MetricsExporter:
         disable_created_metrics()  # the *_created series double the exposition and no dashboard uses them
         self.registry = registry or CollectorRegistry()
         r, s = self.registry, ("stream",)
+        if r is not REGISTRY:  # the default registry has them already
+            ProcessCollector(registry=r)  # process_*: CPU, resident memory, open fds of the server process
+            PlatformCollector(registry=r)  # python_info
+            GCCollector(registry=r)  # python_gc_*
+        self.build_info = Gauge("lucy_build_info", "Always 1; the labels say which Lucy and Python serve.",
+                                ("version", "python"), registry=r)
+        self.build_info.labels(__version__, platform.python_version()).set(1)
+        self._mqtt: MqttMetrics | None = None
         states = ", ".join(f"{code}={name}" for name, code in STATE_CODES.items())
         self.streams = Gauge("lucy_streams", "Streams the server knows (running or not).", registry=r)
         self.state = Gauge("lucy_stream_state", f"Stream state code: {states}.", s, registry=r)
@@ -61,6 +112,10 @@ class MetricsExporter:
         self.worker_restarts = Counter("lucy_stream_worker_restarts_total",
                                        "Stream workers restarted after dying without ending their run.", s,
                                        registry=r)
+        self.worker_cpu = Counter("lucy_stream_worker_cpu_seconds_total",
+                                  "CPU time (user and system) of the stream's worker processes.", s, registry=r)
+        self.worker_memory = Gauge("lucy_stream_worker_resident_memory_bytes",
+                                   "Resident memory of the stream's worker process (while it runs).", s, registry=r)
         # captioning
         self.caption_requests = Counter("lucy_caption_requests_total", "Requests made to the captioner.", s,
                                         registry=r)
@@ -100,8 +155,9 @@ class MetricsExporter:
         self.question_failures = Counter("lucy_question_failures_total", "Questions that failed or timed out.", s,
                                          registry=r)
         self.questions_in_flight = Gauge("lucy_questions_in_flight", "Questions being answered now.", s, registry=r)
-        self.confident_share = Gauge("lucy_question_confident_ratio", "Share of answered questions that were "
-                                     "confident.", s, registry=r)
+        self.confident_share = Gauge("lucy_question_confident_ratio", "Share of the questions answered since the "
+                                     "server started that were confident (no series before the first answer).", s,
+                                     registry=r)
         self.question_latency = Histogram("lucy_question_latency_seconds", "Time to answer a question.", s,
                                           buckets=QUESTION_LATENCY_BUCKETS, registry=r)
         self.question_iterations = Histogram("lucy_question_iterations", "Backtracking rounds per question.", s,
@@ -111,10 +167,11 @@ class MetricsExporter:
         self.question_caption_calls = Histogram("lucy_question_caption_calls", "Captioner calls per question.", s,
                                                 buckets=CAPTION_CALL_BUCKETS, registry=r)
         self._per_stream = [m for m in vars(self).values()
-                            if isinstance(m, (Counter, Gauge, Histogram)) and m is not self.streams]
+                            if isinstance(m, (Counter, Gauge, Histogram)) and m not in (self.streams, self.build_info)]
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str], float] = {}
         self._known: set[str] = set()
+        self._worker_cpu: dict[str, tuple[int, float]] = {}  # stream -> (pid, CPU seconds last counted)
         # frame storage, from the retention maintainer (set ``retention`` to its stats); ``reason`` takes the
         # four values of RetentionStats.REASONS
         self.retention: RetentionStats | None = None
@@ -169,6 +226,7 @@ class MetricsExporter:
                 self._count(self.decode_errors, name, "decode_errors", ingest.decode_errors)
                 self._count(self.worker_restarts, name, "worker_restarts", sample.worker_restarts)
                 self.ingested_until.labels(name).set(ingest.ingested_until if ingest.started else 0.0)
+                self._map_worker(name, sample.worker_pid)
                 self.decode_fps.labels(name).set(ingest.decode_fps)
                 self.realtime.labels(name).set(ingest.realtime_factor)
 
@@ -196,7 +254,11 @@ class MetricsExporter:
                 self._count(self.questions_confident, name, "confident", questions.confident)
                 self._count(self.question_failures, name, "question_failures", questions.failures)
                 self.questions_in_flight.labels(name).set(questions.in_flight)
-                self.confident_share.labels(name).set(questions.confident_share)
+                share = questions.confident_share
+                if share is not None:
+                    self.confident_share.labels(name).set(share)
+                else:  # no answers yet: no series (a 0 would read as "never confident")
+                    self._remove(self.confident_share, name)
                 q_latency, q_iter = self.question_latency.labels(name), self.question_iterations.labels(name)
                 q_llm, q_cap = self.question_llm_calls.labels(name), self.question_caption_calls.labels(name)
                 for record in questions.drain():
@@ -212,6 +274,21 @@ class MetricsExporter:
                 self._map_retention(self.retention)
             if self.alerts is not None:
                 self._map_alerts(self.alerts)
+
+    def _map_worker(self, stream: str, pid: int | None) -> None:
+        """The worker's CPU time (a new process counts from its own 0) and resident memory, while it runs."""
+        figures = process_figures(pid) if pid is not None else None
+        self.worker_cpu.labels(stream)  # the series exists from the start, at 0
+        if pid is None or figures is None:
+            self._remove(self.worker_memory, stream)
+            return
+        cpu, rss = figures
+        last_pid, last_cpu = self._worker_cpu.get(stream, (pid, 0.0))
+        delta = cpu - last_cpu if last_pid == pid else cpu
+        if delta > 0:
+            self.worker_cpu.labels(stream).inc(delta)
+        self._worker_cpu[stream] = (pid, max(cpu, last_cpu) if last_pid == pid else cpu)
+        self.worker_memory.labels(stream).set(rss)
 
     def _map_alerts(self, stats: DeliveryStats) -> None:
         raised, outcomes, watches, latencies = stats.snapshot()
@@ -247,13 +324,25 @@ class MetricsExporter:
         if disk_free is not None:
             self.disk_free.set(disk_free)
 
+    def mqtt(self) -> MqttMetrics:
+        """The MQTT bridge's metrics, registered on the first call."""
+        with self._lock:
+            if self._mqtt is None:
+                self._mqtt = MqttMetrics(self.registry)
+            return self._mqtt
+
+    @staticmethod
+    def _remove(metric: Counter | Gauge | Histogram, stream: str) -> None:
+        try:
+            metric.remove(stream)
+        except KeyError:
+            pass  # this metric never had the stream
+
     def _forget(self, stream: str) -> None:
         for metric in self._per_stream:
-            try:
-                metric.remove(stream)
-            except KeyError:
-                pass  # this metric never had the stream
+            self._remove(metric, stream)
         self._last = {k: v for k, v in self._last.items() if k[0] != stream}
+        self._worker_cpu.pop(stream, None)
 
     def render(self) -> bytes:
         """The text exposition format (``/metrics``)."""

@@ -129,8 +129,9 @@ class QuestionStats:
                 self._pending.append(record)
 
     @property
-    def confident_share(self) -> float:
-        return self.confident / self.answered if self.answered else 0.0
+    def confident_share(self) -> float | None:
+        """Confident answers / answers; None before the first answer (no share to speak of)."""
+        return self.confident / self.answered if self.answered else None
 
     def drain(self) -> list[QuestionRecord]:
         with self._lock:
@@ -177,7 +178,8 @@ class RetentionStats:
 class StreamSample:
     """What the exporter reads of one stream (frigate's per-camera metrics object): its state, its progress record
     as its recorder last reported it (counts since the current run began; the exporter turns a restart into
-    counter increments correctly), its worker restarts, and its caption-request and question stats."""
+    counter increments correctly), its worker (restarts, and the process id while it runs), and its caption-request
+    and question stats."""
 
     stream: str
     state: str  # a key of lucy.metrics.exporter.STATE_CODES
@@ -185,3 +187,4 @@ class StreamSample:
     calls: CaptionCallStats
     questions: QuestionStats
     worker_restarts: int = 0
+    worker_pid: int | None = None  # the stream's worker process while it runs

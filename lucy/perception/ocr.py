@@ -20,6 +20,7 @@ engine's own ``min_confidence``).
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -91,6 +92,48 @@ def find_tessdata(explicit: str, languages: str) -> str:
                     "choose captioner.pixels.ocr_engine = 'rapidocr', or turn OCR off with captioner.pixels.ocr = false")
 
 
+L_SEVERITY_EXTERNAL, L_SEVERITY_NONE = 0, 6  # Leptonica's message severities (environ.h): "read the env", "none"
+
+
+def leptonica_library() -> str | None:
+    """The Leptonica that this process loaded with Tesseract (tesserocr's wheel bundles its own copy), else the
+    system's; None if there is none to be found."""
+    import ctypes.util
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:  # Linux: the very file mapped in this process
+            for line in maps:
+                path = line.split()[-1]
+                if "/libleptonica" in path or "/liblept." in path:
+                    return path
+    except OSError:
+        pass  # not Linux
+    return ctypes.util.find_library("leptonica") or ctypes.util.find_library("lept")
+
+
+@functools.cache  # once per process (a second call would do no harm)
+def quiet_leptonica() -> bool:
+    """Silence Leptonica, Tesseract's image library, for the whole process: it prints messages such as "Error in
+    boxClipToRectangle: box outside rectangle" straight to stderr for harmless cases, which fill the server's log.
+
+    Leptonica filters its messages by one global threshold, set by its own ``setMsgSeverity``: set once (through
+    ctypes on the loaded library), it holds for every thread, with nothing redirected. (Swapping file descriptor 2
+    around each OCR call would also hide the log lines of other threads meanwhile.) ``LEPT_MSG_SEVERITY``, when set,
+    is obeyed instead (Leptonica reads it). Returns whether Leptonica was found."""
+    import ctypes
+
+    path = leptonica_library()
+    try:
+        library = ctypes.CDLL(path) if path else None
+    except OSError:
+        library = None
+    if library is None or not hasattr(library, "setMsgSeverity"):
+        return False
+    library.setMsgSeverity.argtypes, library.setMsgSeverity.restype = [ctypes.c_int], ctypes.c_int
+    library.setMsgSeverity(L_SEVERITY_EXTERNAL if os.environ.get("LEPT_MSG_SEVERITY") else L_SEVERITY_NONE)
+    return True
+
+
 class TesseractEngine:
     """A small pool of Tesseract engines; each is used by one thread at a time (Tesseract is not re-entrant).
 
@@ -110,6 +153,7 @@ class TesseractEngine:
                             "`pip install tesserocr` plus Debian's tesseract-ocr and tesseract-ocr-eng; or choose "
                             "ocr_engine = 'rapidocr', or set captioner.pixels.ocr = false") from err
         self._tesserocr = tesserocr
+        quiet_leptonica()
         self.tessdata, self.languages, self.size = tessdata, languages, max(1, size)
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._made = 0

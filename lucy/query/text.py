@@ -89,6 +89,18 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
     return list(_terms_of(text, keep_stopwords))
 
 
+# A question about what was said is about the transcript lines memory shows beside captions ("Speech heard ..."
+# lines, lucy.query.memory_view): such a question also looks for the word "speech", which every one of them holds.
+ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|announc\w*|speak\w*|spoke\w*|hear|hears|heard|talk\w*|"
+                          r"mention\w*|voice\w*|utter\w*|spoken|told|tell|tells)\b", re.IGNORECASE)
+
+
+def question_terms(text: str) -> list[str]:
+    """The search terms of a question (:func:`terms`), and "speech" when it asks what was said."""
+    found = terms(text)
+    return found + terms("speech") if ABOUT_SPEECH.search(text) else found
+
+
 def estimate_tokens(text: str) -> int:
     """An upper estimate of how many tokens ``text`` costs in a chat prompt."""
     return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)

@@ -50,7 +50,7 @@ class TokenGuard:
             return
         body = json.dumps({"detail": "missing or wrong API token: send 'Authorization: Bearer <token>'",
                            "error": {"message": "missing or wrong API token", "type": "invalid_request_error",
-                                     "code": "invalid_api_key"}}).encode()
+                                     "param": None, "code": "invalid_api_key"}}).encode()
         await send({"type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", b'Bearer realm="lucy"')]})

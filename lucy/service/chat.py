@@ -1,44 +1,33 @@
 """What ``POST /v1/chat/completions`` answers (its route is in :mod:`lucy.service.routes.openai`), OpenAI-compatible:
-``model`` names a stream, the last user message is the question. Any OpenAI client can ask; streamed replies
-carry the trace as ``reasoning_content`` deltas (as reasoning models do) and then the answer as ``content``. The
-full answer object rides along as ``lucy``.
+``model`` names a stream, the conversation's last user message is what is asked.
+
+What that message is decides the work (:mod:`lucy.service.conversation`): a question about the video goes to the
+query engine, with the earlier turns it leans on; a chat front-end's own task (a title, tags, follow-up suggestions)
+and small talk ("hi", "thanks") are answered at once from the conversation and what memory holds, with no caption
+and no reasoner call. Any OpenAI client can ask; streamed replies (server-sent events with keep-alive pings) carry
+the trace as ``reasoning_content`` deltas (as reasoning models do) and then the answer as ``content``. The full
+answer object rides along as ``lucy``, with ``lucy.chat`` saying how the message was read. Errors come in OpenAI's
+shape (:mod:`lucy.service.http_errors`), so OpenAI clients show their message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi.responses import JSONResponse, StreamingResponse
+from sse_starlette import ServerSentEvent
 
-from lucy.service.errors import InvalidRequest, NotFound, ServiceError, error_body, in_band_error
+from lucy.config import Level
+from lucy.service import conversation, sse
+from lucy.service.conversation import Kind, MemoryGlance, Reading
+from lucy.service.errors import InvalidRequest, ModelNotFound, NotFound, in_band_error
 from lucy.service.schemas import ChatRequest
 
 log = logging.getLogger(__name__)
-
-
-def _error(status: int, message: str, code: str) -> JSONResponse:
-    return JSONResponse(error_body(status, message, code), status_code=status)
-
-
-def last_user_text(body: ChatRequest) -> str:
-    """The text of the last user message (string content, or the text parts of a content list)."""
-    for message in reversed(body.messages):
-        if message.role != "user":
-            continue
-        content = message.content
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-            return "\n".join(str(p) for p in parts)
-        return ""
-    raise InvalidRequest("the conversation has no user message: the last user message is the question")
 
 
 def answer_text(answer: dict[str, Any]) -> str:
@@ -71,49 +60,129 @@ def _usage(answer: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None,
-           **extra: Any) -> bytes:
-    body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
-    return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
+class _Reply:
+    """One chat completion's id, time and model, and its pieces: the whole object or its chunks."""
+
+    def __init__(self, model: str) -> None:
+        self.id, self.created, self.model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model
+
+    def completion(self, answer: dict[str, Any], content: str) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop", "logprobs": None}],
+                "usage": _usage(answer), "lucy": answer}
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
+        return sse.event({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                          "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                          **extra})
+
+
+def read_request(body: ChatRequest, max_chars: int) -> Reading:
+    """How the conversation's last user message is read (422 when there is none). With answer options it is a
+    question, whatever its words."""
+    messages = [m.model_dump() for m in body.messages]
+    try:
+        reading = conversation.read(messages, max_chars=max_chars)
+    except ValueError as err:
+        raise InvalidRequest(str(err), param="messages") from None
+    if body.options and reading.kind is not Kind.QUESTION:
+        question, why = conversation.with_context(reading.text, reading.history, max_chars=max_chars)
+        return Reading(Kind.QUESTION, reading.text, f"a multiple-choice question ({why})", question=question,
+                       history=reading.history)
+    return reading
 
 
 async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaitable[bool]]) -> Any:
     """Answer a chat completion request (``svc``: the server's :class:`lucy.service.state.Service`): a
     ``chat.completion`` object, or a stream of ``chat.completion.chunk`` events when ``body.stream``."""
     try:
-        question, options = svc.questions.check(last_user_text(body), body.options)
         await asyncio.to_thread(svc.manager.require, body.model)
     except NotFound:
-        return _error(404, f"the model {body.model!r} does not exist: models are stream names "
-                           f"(GET /v1/models)", "model_not_found")
-    except ServiceError as err:
-        return _error(err.status, str(err), "invalid_request")
-    cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        raise ModelNotFound(f"the model {body.model!r} does not exist: models are stream names (GET /v1/models)",
+                            param="model") from None
+    except InvalidRequest as err:
+        raise InvalidRequest(str(err), param="model") from None
+    reading = read_request(body, svc.settings.service.max_question_chars)
+    reply = _Reply(body.model)
+    ping = svc.settings.service.sse_ping_seconds
+    if reading.kind is not Kind.QUESTION:
+        answer = await _without_engine(svc, body.model, reading)
+        log.info("chat about %s answered without the query engine: %s", body.model, reading.why)
+        if body.stream:
+            return sse.event_stream(_stream_direct(reply, answer), ping)
+        return reply.completion(answer, answer["answer"])
+    try:
+        question, options = svc.questions.check(reading.question, body.options)
+    except InvalidRequest as err:
+        raise InvalidRequest(str(err), param="messages") from None
     if body.stream:
-        return StreamingResponse(_stream(svc, body.model, question, options, cid, created),
-                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return sse.event_stream(_stream(svc, reply, reading, question, options), ping)
     # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
     answer = await svc.questions.ask(body.model, question, options, client_gone=client_gone)
-    return {
-        "id": cid, "object": "chat.completion", "created": created, "model": body.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer_text(answer)},
-                     "finish_reason": "stop", "logprobs": None}],
-        "usage": _usage(answer), "lucy": answer,
-    }
+    answer = {**answer, "chat": _chat_note(reading)}
+    return reply.completion(answer, answer_text(answer))
 
 
-async def _stream(svc: Any, model: str, question: str, options: tuple[str, ...], cid: str,
-                  created: int) -> AsyncIterator[bytes]:
-    yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
+def _chat_note(reading: Reading) -> dict[str, Any]:
+    """How the message was read, for ``lucy.chat``."""
+    note: dict[str, Any] = {"kind": reading.kind.value, "why": reading.why}
+    if reading.kind is Kind.QUESTION:
+        note["asked"] = reading.question
+    elif reading.kind is Kind.TASK:
+        note["task"] = reading.task
+    else:
+        note["small_talk"] = reading.small_talk
+    return note
+
+
+async def _without_engine(svc: Any, stream: str, reading: Reading) -> dict[str, Any]:
+    """The answer object of a task or small talk: no question recorded, no caption, no reasoner call."""
+    glance = await asyncio.to_thread(_glance, svc, stream)
+    if reading.kind is Kind.TASK:
+        content = conversation.task_reply(reading, glance)
+    else:
+        content = conversation.small_talk_reply(reading.small_talk, glance)
+    return {"question_id": None, "stream": stream, "question": reading.text, "answer": content, "confident": True,
+            "evidence": [], "reason": reading.why, "iterations": 0, "llm_calls": 0, "caption_calls": 0,
+            "prompt_tokens": 0, "completion_tokens": 0, "horizon": round(glance.captioned_seconds, 3),
+            "wall_seconds": 0.0, "errors": [], "trace": [], "chat": _chat_note(reading)}
+
+
+def _glance(svc: Any, stream: str) -> MemoryGlance:
+    """What the stream's memory holds (blocking: a status and two short reads of the memory store)."""
+    captioned = float(svc.manager.status(stream).get("captioned_until") or 0.0)
+    coarse = Level.COARSE.value
+    count = svc.memory.count(stream, level=coarse)
+    if count == 0:
+        return MemoryGlance(stream, captioned)
+    span = svc.manager.settings_for(stream).levels.level(Level.COARSE).span_seconds
+    recent = svc.memory.nodes(stream, level=coarse, start=max(0.0, captioned - 3 * span))
+    latest = max(recent, key=lambda n: n.end, default=None)
+    return MemoryGlance(stream, captioned, count, None if latest is None else (latest.start, latest.end, latest.text))
+
+
+async def _stream_direct(reply: _Reply, answer: dict[str, Any]) -> AsyncIterator[ServerSentEvent]:
+    yield reply.chunk({"role": "assistant", "content": ""})
+    yield reply.chunk({"content": answer["answer"]})
+    yield reply.chunk({}, "stop", usage=_usage(answer), lucy=answer)
+    yield sse.event("[DONE]")
+
+
+async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str,
+                  options: tuple[str, ...]) -> AsyncIterator[ServerSentEvent]:
+    """The question's trace and answer as chunks. When the client goes, the response cancels this generator where
+    it waits, and with it the question."""
+    yield reply.chunk({"role": "assistant", "content": ""})
     try:
-        async for kind, value in svc.questions.events(model, question, options):
+        async for kind, value in svc.questions.events(reply.model, question, options):
             if kind == "step":
-                yield _chunk(cid, created, model, {"reasoning_content": step_text(value)})
+                yield reply.chunk({"reasoning_content": step_text(value)})
             elif kind == "answer":
-                yield _chunk(cid, created, model, {"content": answer_text(value)})
-                yield _chunk(cid, created, model, {}, "stop", usage=_usage(value), lucy=value)
+                answer = {**value, "chat": _chat_note(reading)}
+                yield reply.chunk({"content": answer_text(answer)})
+                yield reply.chunk({}, "stop", usage=_usage(answer), lucy=answer)
     except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
-        _, body = in_band_error(err, f"chat question about {model}")
-        yield f"data: {json.dumps(body)}\n\n".encode()
-    yield b"data: [DONE]\n\n"
+        _, body = in_band_error(err, f"chat question about {reply.model}")
+        yield sse.event(body)
+    yield sse.event("[DONE]")

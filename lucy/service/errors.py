@@ -27,6 +27,10 @@ class ServiceError(LucyError):
     code: str | None = None
     retry_after: int | None = None
 
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param  # the request field at fault (OpenAI's error.param), when one is
+
 
 class InvalidRequest(ServiceError):
     status = 422
@@ -34,6 +38,12 @@ class InvalidRequest(ServiceError):
 
 class NotFound(ServiceError):
     status = 404
+
+
+class ModelNotFound(NotFound):
+    """``model`` of an OpenAI-compatible request names no stream."""
+
+    code = "model_not_found"
 
 
 class Conflict(ServiceError):
@@ -83,12 +93,14 @@ _CODES = {400: "bad_request", 401: "invalid_api_key", 404: "not_found", 405: "me
           507: "insufficient_storage"}
 
 
-def error_body(status: int, message: str, code: str | None = None, *, detail: Any = None) -> dict[str, Any]:
+def error_body(status: int, message: str, code: str | None = None, *, detail: Any = None,
+               param: str | None = None) -> dict[str, Any]:
     """``{"detail": ..., "error": {"message", "type", "param", "code"}}``: ``detail`` for plain clients (the
-    message, unless given, e.g. FastAPI's list of validation problems), ``error`` as OpenAI clients expect it."""
+    message, unless given, e.g. FastAPI's list of validation problems), ``error`` as OpenAI clients expect it
+    (their exceptions show its ``message``; ``param`` names the request field at fault, when one is)."""
     kind = "invalid_request_error" if status < 500 else "server_error"
     return {"detail": message if detail is None else detail,
-            "error": {"message": message, "type": kind, "param": None, "code": code or _CODES.get(status, str(status))}}
+            "error": {"message": message, "type": kind, "param": param, "code": code or _CODES.get(status, str(status))}}
 
 
 def error_headers(err: ServiceError) -> dict[str, str]:
@@ -187,7 +199,7 @@ def in_band_error(err: BaseException, what: str) -> tuple[int, dict[str, Any]]:
     if not isinstance(err, ServiceError):
         err = service_error_for(err) or err
     if isinstance(err, ServiceError):
-        return err.status, error_body(err.status, str(err), err.code)
+        return err.status, error_body(err.status, str(err), err.code, param=err.param)
     if isinstance(err, LucyError):
         return 422, error_body(422, redact_url(str(err)))
     logging.getLogger("lucy.service").error("%s failed", what, exc_info=err)

@@ -4,7 +4,8 @@
 - :class:`ServiceError`: its status; a locked memory store, a full disk or no descriptors left, wherever they
   surfaced (:func:`service_error_for`), take precedence: 503 with ``Retry-After``, 507, 503;
 - any other :class:`LucyError` (bad input or environment): 422 with its message, credentials redacted;
-- validation errors: 422 with FastAPI's list of problems as ``detail``;
+- validation errors: 422 with FastAPI's list of problems as ``detail``, and OpenAI's ``param``; on the
+  OpenAI-compatible routes the message names fields as OpenAI does (``messages[0].role: Field required``);
 - unknown routes and methods (Starlette's HTTPException): 404 / 405, and 413 from the body limit;
 - anything else: 500 naming only the exception's type; the traceback goes to the log.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -40,7 +42,7 @@ def install(app: FastAPI) -> None:
 
 
 def answer(err: ServiceError) -> JSONResponse:
-    return JSONResponse(error_body(err.status, str(err), err.code), status_code=err.status,
+    return JSONResponse(error_body(err.status, str(err), err.code, param=err.param), status_code=err.status,
                         headers=error_headers(err))
 
 
@@ -61,11 +63,38 @@ async def _lucy_error(request: Request, err: LucyError) -> JSONResponse:
     return _environment(request, err) or answer(InvalidRequest(redact_url(str(err))))
 
 
+# The OpenAI-compatible routes name a field as OpenAI does (``messages[0].role``); the others as FastAPI's ``loc``
+# does (``body.question``), as they always have.
+OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
+
+
 async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
     problems = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
                 for e in err.errors()]
-    message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems[:5]) or "invalid request"
-    return JSONResponse(error_body(422, message, detail=problems), status_code=422)
+    openai_style = request.url.path in OPENAI_PATHS
+    said = [(field_path(p["loc"]) if openai_style else ".".join(str(part) for part in p["loc"]),
+             _problem(p) if openai_style else str(p["msg"])) for p in problems[:5]]
+    message = "; ".join(f"{where}: {what}" if where else what for where, what in said) or "invalid request"
+    param = field_path(problems[0]["loc"]) or None if problems else None
+    return JSONResponse(error_body(422, message, detail=problems, param=param), status_code=422)
+
+
+def field_path(loc: list[Any]) -> str:
+    """Where a validation problem is, as OpenAI names a parameter: ``messages[0].role`` for ``("body", "messages",
+    0, "role")``; query and path parameters by their name; "" for the body as a whole."""
+    parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _problem(problem: dict[str, Any]) -> str:
+    if problem["type"] == "json_invalid":
+        return f"the request body is not valid JSON ({problem['msg']})"
+    if problem["loc"] == ["body"]:
+        return f"the request body must be a JSON object ({problem['msg']})"
+    return str(problem["msg"])
 
 
 async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:

@@ -8,12 +8,15 @@ Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
 - ``<p>/<stream>/alerts`` (out): each alert of the stream's watches, with its ``frame_url``
   (:mod:`lucy.watch.delivery` posts them through :meth:`MqttBridge.post`)
 - ``<p>/<stream>/status`` (out, retained): the stream's state and progress (source redacted)
-- ``<p>/status`` (out, retained): ``online`` while connected; the broker publishes the last will (``offline``)
-  if the server vanishes, and a clean shutdown says ``offline`` itself.
+- ``<p>/available`` (out, retained): plain ``online`` while connected, ``offline`` otherwise (Home Assistant's
+  availability topic, as Frigate's ``frigate/available``): ``offline`` is the connection's last will, which the
+  broker publishes when the server vanishes (crash, kill, network), and a clean shutdown says it itself
+- ``<p>/status`` (out, retained): what serves, as of the last connect: ``{"version", "since", "streams"}``
 
 Reconnects with exponential backoff whenever the broker goes away; what was to be published meanwhile waits in
 a bounded outbox (oldest dropped first), and retained status is published again on every connect, so a
-restarted broker that lost its retained messages gets them back.
+restarted broker that lost its retained messages gets them back. The link is measured (``lucy_mqtt_connected``,
+``lucy_mqtt_connects_total``, ``lucy_mqtt_dropped_messages_total``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 
 OUTBOX_MAX = 10_000
 PUBLISH_TIMEOUT_SECONDS = 10.0
+ONLINE, OFFLINE = b"online", b"offline"  # the availability payloads Home Assistant expects by default
 
 
 def _json(value: Any) -> bytes:
@@ -58,6 +62,8 @@ class MqttBridge:
         self.connected = False
         self.connects = 0
         self.dropped = 0
+        self.metrics = svc.exporter.mqtt()
+        self.metrics.connected.set(0)
         self._client: aiomqtt.Client | None = None
         self._outbox: asyncio.Queue[tuple[str, bytes, bool]] = asyncio.Queue()
         self._unsent: tuple[str, bytes, bool] | None = None
@@ -68,6 +74,11 @@ class MqttBridge:
 
     def topic(self, stream: str, kind: str) -> str:
         return f"{self.prefix}/{stream}/{kind}"
+
+    @property
+    def availability_topic(self) -> str:
+        """``<prefix>/available``: ``online`` / ``offline``, retained."""
+        return f"{self.prefix}/available"
 
     def _stream_of(self, topic: str) -> str | None:
         head, tail = f"{self.prefix}/", "/questions"
@@ -83,6 +94,7 @@ class MqttBridge:
         if self._outbox.qsize() >= OUTBOX_MAX:
             self._outbox.get_nowait()
             self.dropped += 1
+            self.metrics.dropped.inc()
         self._outbox.put_nowait((topic, payload, retain))
 
     async def _forward_events(self, sub: Any) -> None:
@@ -109,8 +121,8 @@ class MqttBridge:
                 tls_context.load_cert_chain(str(s.tls_cert_file), str(s.tls_key_file) if s.tls_key_file else None)
             if s.tls_insecure:
                 tls_context.check_hostname = False
-        will = aiomqtt.Will(f"{self.prefix}/status", _json({"state": "offline", "reason": "connection lost"}),
-                            qos=s.qos, retain=True)
+        # One will per connection: the availability topic's, so that a crash reads "offline" where it matters.
+        will = aiomqtt.Will(self.availability_topic, OFFLINE, qos=s.qos, retain=True)
         return aiomqtt.Client(
             self.host, self.port, username=s.username,
             password=s.password.get_secret_value() if s.password is not None else None,
@@ -129,6 +141,8 @@ class MqttBridge:
                         async with self._make_client() as client:
                             self._client, self.connected = client, True
                             self.connects += 1
+                            self.metrics.connects.inc()
+                            self.metrics.connected.set(1)
                             delay = s.reconnect_initial_seconds
                             log.warning("mqtt: connected to %s:%d", self.host, self.port)
                             await self._serve(client)
@@ -141,6 +155,7 @@ class MqttBridge:
                                         err, delay)
                     finally:
                         self._client, self.connected = None, False
+                        self.metrics.connected.set(0)
                     if self._closing:
                         break
                     await asyncio.sleep(delay)
@@ -155,8 +170,9 @@ class MqttBridge:
         await client.subscribe(f"{self.prefix}/+/questions", qos=s.qos)
         statuses = await asyncio.to_thread(self.svc.manager.statuses)
         await client.publish(f"{self.prefix}/status", _json(
-            {"state": "online", "version": __version__, "since": time.time(),
-             "streams": [st["name"] for st in statuses]}), qos=s.qos, retain=True)
+            {"version": __version__, "since": time.time(), "streams": [st["name"] for st in statuses]}),
+            qos=s.qos, retain=True)
+        await client.publish(self.availability_topic, ONLINE, qos=s.qos, retain=True)
         for status in statuses:
             await client.publish(self.topic(status["name"], "status"), _json(status), qos=s.qos, retain=True)
         tasks = [asyncio.create_task(self._publish_loop(client), name="mqtt-publish"),
@@ -229,8 +245,7 @@ class MqttBridge:
         client = self._client
         if client is not None and self.connected:
             try:
-                await asyncio.wait_for(client.publish(
-                    f"{self.prefix}/status", _json({"state": "offline", "reason": "shutdown"}),
-                    qos=self.settings.qos, retain=True), PUBLISH_TIMEOUT_SECONDS)
+                await asyncio.wait_for(client.publish(self.availability_topic, OFFLINE, qos=self.settings.qos,
+                                                      retain=True), PUBLISH_TIMEOUT_SECONDS)
             except (aiomqtt.MqttError, TimeoutError) as err:
-                log.warning("mqtt: could not publish the offline status: %s", err)
+                log.warning("mqtt: could not publish offline: %s", err)

@@ -230,8 +230,10 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """OpenAI chat-completions request; ``model`` names a stream. Sampling parameters are accepted and ignored
-    (answers come from the stream's memory). ``options`` (via ``extra_body``) makes it multiple choice."""
+    """OpenAI chat-completions request; ``model`` names a stream. The last user message is what is asked; earlier
+    user and assistant turns give a follow-up its context (see :mod:`lucy.service.conversation`). Sampling
+    parameters are accepted and ignored (answers come from the stream's memory). ``options`` (via ``extra_body``)
+    makes it multiple choice."""
 
     model_config = ConfigDict(extra="allow")
 

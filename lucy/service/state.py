@@ -111,7 +111,7 @@ async def start(svc: Service) -> None:
     if settings.service.resume_streams:
         resumed = await asyncio.to_thread(svc.manager.resume)
         if resumed:
-            log.warning("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
+            log.info("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
     svc.tasks.append(asyncio.create_task(_sample_forever(svc), name="sample"))
     from lucy.ingest.retention import RetentionMaintainer
 

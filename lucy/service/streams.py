@@ -252,8 +252,9 @@ class ManagedStream:
 
     def figures(self) -> StreamSample:
         """What the metrics exporter reads (the worker's record as it came)."""
+        worker = self._running_worker
         return StreamSample(self.name, self.state.value, self.progress, self.caption_calls, self.questions,
-                            worker_restarts=self.restarts)
+                            worker_restarts=self.restarts, worker_pid=worker.pid if worker is not None else None)
 
     def sample(self) -> dict[str, Any]:
         """Append the current status to the stream's history (for the dashboard's charts)."""

@@ -169,12 +169,14 @@ class StreamRun(RecorderObserver):
         self.report(StateChange(StreamState.FINISHED))
 
 
-def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log_level: int) -> None:
-    """The worker process's entry point: run ``spec`` until its end or until the server says stop."""
+def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log_levels: tuple[int, int]) -> None:
+    """The worker process's entry point: run ``spec`` until its end or until the server says stop. ``log_levels``:
+    the server's root and ``lucy`` logger levels (``lucy serve -v`` reaches the workers too)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the server stops us
     service = settings.service
     lower_thread_priority(service.ingest_nice, idle_policy=service.ingest_sched_idle)  # before any thread starts
-    logging.basicConfig(level=log_level, handlers=[redacting_handler()], force=True)
+    logging.basicConfig(level=log_levels[0], handlers=[redacting_handler()], force=True)
+    logging.getLogger("lucy").setLevel(log_levels[1])
     pipe = _Pipe(conn)
     run = StreamRun(spec, settings, pipe)
 
@@ -219,7 +221,8 @@ class WorkerProcess:
         here, there = self._ctx.Pipe(duplex=True)
         self.process = self._ctx.Process(
             target=serve_stream, name=f"lucy-stream-{self.spec.name}", daemon=True,
-            args=(self.spec, self.settings, there, logging.getLogger().getEffectiveLevel()))
+            args=(self.spec, self.settings, there,
+                  (logging.getLogger().getEffectiveLevel(), logging.getLogger("lucy").getEffectiveLevel())))
         with self._lock:
             self._conn = here
         self.process.start()

@@ -7,14 +7,16 @@ of a watch asked to look from the start are all checked exactly once; the progre
 restarted builder resumes where the last one stopped. The watch list is read on every call: a watch registered by
 another process (``lucy watch``, the API) is checked from the next span on.
 
-A check shows the reasoner's *check* agent the span's memory (its coarse caption and what was heard in it):
+A check shows the reasoner's *check* agent the span's memory (its coarse caption and what was heard in it); the
+watches due on a span are checked together:
 
 - **no**: nothing to do;
 - **maybe**: coarse memory is lossy, so the checker looks closer, as a question would: it captions the span's fine
-  sub-spans with the watch's question as the instruction (stored as nodes of origin ``watch:<id>``, under the coarse
-  node, where later questions reuse them) and checks again on that memory; yes raises an alert, anything else is a
-  no. At most ``watch.max_confirmations_per_hour`` confirmations per watch per wall hour: past it a maybe raises
-  nothing (and is counted);
+  sub-spans that the maybes point at — once for all the watches unsure of this span, with their questions as the
+  instruction (stored as nodes of origin ``watch:<ids>``, under the coarse node, where later questions reuse them) —
+  and checks each maybe again on that memory; yes raises an alert, anything else is a no. At most
+  ``watch.max_confirmations_per_hour`` confirmations per watch per wall hour: past it a maybe raises nothing (and is
+  counted). A maybe within the cooldown of the watch's open alert is not looked at: a yes there would be merged;
 - **yes**: an alert, unless the watch's previous yes ended less than its cooldown (media seconds) before this one
   began: then it is the same event going on, and the open alert stands for it (one alert per event, however many
   spans it lasts).
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -38,8 +41,8 @@ from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.memory_view import heard_text
-from lucy.query.reasoners.base import EvidenceSpan, MemoryItem, Reasoner
-from lucy.watch.model import Alert, AlertLevel, Verdict, Watch, WatchStats
+from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
+from lucy.watch.model import Alert, AlertLevel, Watch, WatchStats
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +50,15 @@ _EPS = 1e-6
 _HOUR = 3600.0
 
 
-def watch_origin(watch_id: int) -> str:
-    """The origin of the nodes a watch's confirmations store."""
-    return f"watch:{watch_id}"
+def watch_origin(*watch_ids: int) -> str:
+    """The origin of the nodes a closer look for some watches stores: ``watch:3`` or, shared, ``watch:3,7``."""
+    return "watch:" + ",".join(str(i) for i in watch_ids)
+
+
+def watches_of_origin(origin: str) -> list[int]:
+    """The watches a node of :func:`watch_origin` was captioned for (none for another origin)."""
+    kind, _, ids = origin.partition(":")
+    return [int(i) for i in ids.split(",") if i.isdigit()] if kind == "watch" else []
 
 
 class WatchChecker:
@@ -84,77 +93,109 @@ class WatchChecker:
         async with self._lock:
             try:
                 watches = await asyncio.to_thread(self.memory.watches, self.stream)
-            except Exception as err:  # noqa: BLE001  (a store hiccup must not stop the builder; the next span retries)
+                progress = {w.id: await asyncio.to_thread(self.memory.watch_progress, w.id) for w in watches}
+                nodes = await asyncio.to_thread(self.memory.nodes, self.stream, level=Level.COARSE.value,
+                                                start=min(progress.values(), default=end), end=end,
+                                                origin=INGEST_ORIGIN)
+            except Exception as err:  # noqa: BLE001  (a store hiccup, a watch deleted meanwhile: the next span retries)
                 log.warning("watches of %s: cannot read them (%r); checked with the next span", self.stream, err)
                 self.stats.add(errors=1)
                 return []
             alerts: list[Alert] = []
-            for watch in watches:
-                alerts += await self._check_watch(watch, end, slots)
+            for node in nodes:
+                # Due: the watches whose progress stops where this span starts. A watch whose progress is past it
+                # checked it already (its caption was stretched to the media end since); one whose progress stops
+                # before it waits for the span in between, whose caption's call checks both.
+                due = [w for w in watches if abs(progress[w.id] - node.start) <= _EPS]
+                if not due:
+                    continue
+                alerts += await self._check_node(due, node, slots)
+                for watch in due:
+                    progress[watch.id] = node.end
+                    await asyncio.to_thread(self.memory.set_watch_progress, watch.id, node.end)
             return alerts
+
+    async def has_watches(self) -> bool:
+        """Whether the stream has an active watch now (False when the store cannot say)."""
+        try:
+            return bool(await asyncio.to_thread(self.memory.watches, self.stream))
+        except Exception:  # noqa: BLE001  (check_span says it and retries)
+            return False
 
     async def aclose(self) -> None:
         """Close the reasoner (on the loop that used it)."""
         await self.reasoner.aclose()
 
-    # ----------------------------------------------------------------------------------- one watch
+    # ----------------------------------------------------------------------------------- one span
 
-    async def _check_watch(self, watch: Watch, until: float, slots: asyncio.Semaphore) -> list[Alert]:
-        try:
-            progress = await asyncio.to_thread(self.memory.watch_progress, watch.id)
-            nodes = await asyncio.to_thread(self.memory.nodes, self.stream, level=Level.COARSE.value,
-                                            start=progress, end=until, origin=INGEST_ORIGIN)
-        except Exception as err:  # noqa: BLE001  (deleted meanwhile, or a store hiccup)
-            log.warning("watch %d of %s: cannot read its progress (%r)", watch.id, self.stream, err)
-            self.stats.add(errors=1)
-            return []
+    async def _check_node(self, watches: Sequence[Watch], node: MemoryNode,
+                          slots: asyncio.Semaphore) -> list[Alert]:
+        """Check one coarse span against the watches due on it: a cheap check each, then one closer look shared by
+        all the maybes, then each maybe checked again on what the closer look saw."""
+        coarse = await asyncio.to_thread(self._coarse_item, node)
+        calls = {w.id: _Calls() for w in watches}
+        first = await asyncio.gather(*(self._ask(w, node, [coarse], calls[w.id]) for w in watches))
+        replies: dict[int, tuple[CheckReply, AlertLevel]] = {}
+        unsure: list[tuple[Watch, CheckReply]] = []
+        for watch, reply in zip(watches, first, strict=True):
+            if reply is None:
+                continue  # failed: logged and counted; the span counts as checked
+            if reply.verdict != "maybe":
+                replies[watch.id] = (reply, "coarse")
+            elif await asyncio.to_thread(self._in_open_event, watch, node):
+                self.stats.add(merged=1)  # the event of its open alert may go on: nothing new to look at
+                replies[watch.id] = (CheckReply(verdict="no", reason="within the cooldown of its open alert"),
+                                     "coarse")
+            elif self._may_confirm(watch.id):
+                unsure.append((watch, reply))
+            else:
+                self.stats.add(confirmations_skipped=1)
+                replies[watch.id] = (reply, "coarse")
+        if unsure:
+            try:
+                looked, captions = await self._confirm(node, unsure, slots)
+            except Exception as err:  # noqa: BLE001  (a failing captioner is logged, never the builder's)
+                log.warning("watches of %s: closer look at %.1f-%.1f s failed (%s); counted as checked", self.stream,
+                            node.start, node.end, str(err) or type(err).__name__)
+                self.stats.add(errors=len(unsure), checks=len(unsure),
+                               llm_calls=sum(calls[w.id].llm for w, _ in unsure))
+                unsure = []
+            else:
+                self.stats.add(caption_calls=captions, confirmations=len(unsure))
+            second = await asyncio.gather(*(self._ask(w, node, [coarse, *looked[w.id]], calls[w.id])
+                                            for w, _ in unsure))
+            for (watch, _), reply in zip(unsure, second, strict=True):
+                calls[watch.id].captions = captions
+                if reply is not None:
+                    verdict = "yes" if reply.verdict == "yes" else "no"
+                    replies[watch.id] = (reply.model_copy(update={"verdict": verdict}), "fine")
         alerts = []
-        for node in nodes:
-            if node.start < progress - _EPS:
-                continue  # checked already (its caption was stretched to the media end since)
-            if node.start > progress + _EPS:
-                break  # the span before it is not captioned yet: its caption's call checks both
-            alert = await self._check_node(watch, node, slots)
-            if alert is not None:
-                alerts.append(alert)
-            progress = node.end
-            await asyncio.to_thread(self.memory.set_watch_progress, watch.id, progress)
+        for watch in watches:
+            if watch.id not in replies:
+                continue
+            reply, level = replies[watch.id]
+            self.stats.add(verdict=reply.verdict, checks=1, llm_calls=calls[watch.id].llm)
+            if reply.verdict == "yes":
+                alert = await self._raise(watch, node, reply, level, calls[watch.id])
+                if alert is not None:
+                    alerts.append(alert)
         return alerts
 
-    async def _check_node(self, watch: Watch, node: MemoryNode, slots: asyncio.Semaphore) -> Alert | None:
-        calls = _Calls()
+    async def _ask(self, watch: Watch, node: MemoryNode, memory: list[MemoryItem], calls: _Calls) -> CheckReply | None:
+        """The check agent's reply on ``memory``; None when it failed (logged and counted)."""
         try:
-            return await self._decide(watch, node, slots, calls)
-        except Exception as err:  # noqa: BLE001  (a failing reasoner or captioner is logged, never the builder's)
+            reasoned = await self.reasoner.check(watch.question, memory)
+        except Exception as err:  # noqa: BLE001  (a failing reasoner is logged, never the builder's)
             log.warning("watch %d of %s: check of %.1f-%.1f s failed (%s); counted as checked", watch.id,
                         self.stream, node.start, node.end, str(err) or type(err).__name__)
-            self.stats.add(errors=1, checks=1, llm_calls=calls.llm, caption_calls=calls.captions)
+            self.stats.add(errors=1, checks=1, llm_calls=calls.llm + 1)
             return None
-
-    async def _decide(self, watch: Watch, node: MemoryNode, slots: asyncio.Semaphore,
-                      calls: _Calls) -> Alert | None:
-        coarse = await asyncio.to_thread(self._coarse_item, node)
-        reasoned = await self.reasoner.check(watch.question, [coarse])
         calls.llm += reasoned.usage.llm_calls
-        verdict: Verdict = reasoned.reply.verdict
-        reply = reasoned.reply
-        level: AlertLevel = "coarse"
-        confirmed = 0
-        skipped = 0
-        if verdict == "maybe":
-            if self._may_confirm(watch.id):
-                confirmed = 1
-                fine = await self._confirm(watch, node, reply.evidence, slots, calls)
-                reasoned = await self.reasoner.check(watch.question, [coarse, *fine])
-                calls.llm += reasoned.usage.llm_calls
-                reply, level = reasoned.reply, "fine"
-                verdict = "yes" if reply.verdict == "yes" else "no"
-            else:
-                skipped = 1
-        self.stats.add(verdict=verdict, checks=1, confirmations=confirmed, confirmations_skipped=skipped,
-                       llm_calls=calls.llm, caption_calls=calls.captions)
-        if verdict != "yes":
-            return None
+        return reasoned.reply
+
+    async def _raise(self, watch: Watch, node: MemoryNode, reply: CheckReply, level: AlertLevel,
+                     calls: _Calls) -> Alert | None:
+        """Store the alert of a yes, unless it is the event of the watch's open alert going on (its cooldown)."""
         start, end = _evidence(reply.evidence, node)
         last = await asyncio.to_thread(self._last_yes_of, watch.id)
         self._last_yes[watch.id] = max(end, last if last is not None else end)
@@ -167,6 +208,11 @@ class WatchChecker:
         stored = await asyncio.to_thread(self.memory.add_alert, alert)
         self.stats.add(alerts=1)
         return stored
+
+    def _in_open_event(self, watch: Watch, node: MemoryNode) -> bool:
+        """Whether the span starts within the cooldown of the watch's latest yes (a yes here would be merged)."""
+        last = self._last_yes_of(watch.id)
+        return last is not None and node.start - last < watch.cooldown_seconds
 
     def _coarse_item(self, node: MemoryNode) -> MemoryItem:
         """The span's coarse caption, with what was heard in it (as questions show it)."""
@@ -187,48 +233,55 @@ class WatchChecker:
         times.append(now)
         return True
 
-    async def _confirm(self, watch: Watch, node: MemoryNode, hints: Sequence[EvidenceSpan],
-                       slots: asyncio.Semaphore, calls: _Calls) -> list[MemoryItem]:
-        """Caption the span's fine sub-spans with the watch's question as the instruction; store and return them.
-        Where the maybe named when in the span it saw a hint (``hints`` narrower than the span), only the sub-spans
-        around that time are captioned: a VLM caption each, not one per sub-span of the whole span."""
+    async def _confirm(self, node: MemoryNode, unsure: Sequence[tuple[Watch, CheckReply]],
+                       slots: asyncio.Semaphore) -> tuple[dict[int, list[MemoryItem]], int]:
+        """Caption the span's fine sub-spans that the maybes point at, once for all of them, with their questions as
+        the instruction; store the captions (origin :func:`watch_origin` of those watches, under the coarse node).
+        Where a maybe named when in the span it saw its hint (evidence narrower than the span), only the sub-spans
+        around that time are looked at for it. Returns each watch's fine memories and the captions made."""
         assert self.captioner is not None
         spec = self.settings.levels.fine
         if self._frames is None:
             self._frames = await asyncio.to_thread(self.frame_stores.open, self.stream)
         frames, captioner = self._frames, self.captioner
-        bounds, t = [], node.start
+        grid, t = [], node.start
         while t < node.end - _EPS:
-            bounds.append((t, min(t + spec.span_seconds, node.end)))
+            grid.append((t, min(t + spec.span_seconds, node.end)))
             t += spec.span_seconds
-        narrow = [h for h in hints if node.start - _EPS <= h.start and h.end <= node.end + _EPS and
-                  h.end - h.start < node.end - node.start - _EPS]
-        if narrow:
-            bounds = [(a, b) for a, b in bounds if any(h.start < b and a < h.end + _EPS for h in narrow)] or bounds
+        wanted = {watch.id: _around(grid, reply.evidence, node) for watch, reply in unsure}
+        bounds = [b for b in grid if any(b in spans for spans in wanted.values())]
+        ids = [watch.id for watch, _ in unsure]
+        questions = list(dict.fromkeys(watch.question for watch, _ in unsure))
+        instruction = questions[0] if len(questions) == 1 else \
+            "Look for each of these: " + " | ".join(questions)
+        captions = 0
 
-        async def one(ref: int, a: float, b: float) -> MemoryItem | None:
+        async def one(a: float, b: float) -> MemoryItem | None:
+            nonlocal captions
             clip = await asyncio.to_thread(frames.read, a, b, spec.fps)
             if len(clip) == 0:
                 return None
             async with slots:
-                calls.captions += 1
-                caption = await captioner.describe(clip, watch.question, level=Level.FINE)
+                captions += 1
+                caption = await captioner.describe(clip, instruction, level=Level.FINE)
             fine = MemoryNode(stream=self.stream, level=Level.FINE.value, start=a, end=b, text=caption.text,
-                              instruction=watch.question, origin=watch_origin(watch.id), parent=node.id,
+                              instruction=instruction, origin=watch_origin(*ids), parent=node.id,
                               model=caption.model or captioner.model)
             await asyncio.to_thread(self.memory.add, fine)
-            return MemoryItem(ref, fine.level, a, b, caption.text, watch.question)
+            return MemoryItem(0, fine.level, a, b, caption.text, instruction)
 
-        made = await asyncio.gather(*(one(2 + i, a, b) for i, (a, b) in enumerate(bounds)))
-        return [item for item in made if item is not None]
+        made = await asyncio.gather(*(one(a, b) for a, b in bounds))
+        looked = {}
+        for watch_id, spans in wanted.items():
+            mine = [m for (a, b), m in zip(bounds, made, strict=True) if m is not None and (a, b) in spans]
+            looked[watch_id] = [dataclasses.replace(m, ref=2 + i) for i, m in enumerate(mine)]
+        return looked, captions
 
     def _last_yes_of(self, watch_id: int) -> float | None:
         """Media end of the watch's latest yes: known on this loop, else its latest stored alert's (a restart)."""
         if watch_id in self._last_yes:
             return self._last_yes[watch_id]
-        latest, after = None, 0
-        while page := self.memory.alerts(watch_id=watch_id, after_id=after, limit=500):
-            latest, after = page[-1], int(page[-1].id or 0)
+        latest = self.memory.latest_alert(watch_id=watch_id)
         return None if latest is None else latest.end
 
 
@@ -238,6 +291,14 @@ class _Calls:
     def __init__(self) -> None:
         self.llm = 0
         self.captions = 0
+
+
+def _around(grid: Sequence[tuple[float, float]], hints: Sequence[EvidenceSpan],
+            node: MemoryNode) -> list[tuple[float, float]]:
+    """The sub-spans of ``grid`` around the times a maybe named inside the span; all of them when it named none."""
+    narrow = [h for h in hints if node.start - _EPS <= h.start and h.end <= node.end + _EPS and
+              h.end - h.start < node.end - node.start - _EPS]
+    return [(a, b) for a, b in grid if any(h.start < b and a < h.end + _EPS for h in narrow)] or list(grid)
 
 
 def _evidence(evidence: Sequence[EvidenceSpan], node: MemoryNode) -> tuple[float, float]:

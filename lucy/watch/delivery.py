@@ -9,9 +9,11 @@ into the memory store and hands each new one to every sink, once.
   connection errors, timeouts, 5xx and 429 (never on other answers). One task per delivery, a bounded number of
   requests at once: a dead receiver never holds up other alerts or sinks.
 
-Delivery is at most once across restarts: :class:`AlertFollower` starts after the newest alert stored when the
-server starts, so a restart never re-sends history, and a webhook still being retried when the server stops is
-not retried by the next server (retries live in this process only).
+Across restarts: :class:`AlertFollower` keeps how far it has delivered in the memory store (its cursor), so alerts
+raised while the server was down (by ``lucy ingest``, say) are delivered when it starts again, unless older than
+``alerts.catch_up_seconds`` (counted as stale); the first start of a server on a data directory starts after the
+newest alert, never re-sending history. A webhook still being retried when the server stops is not retried by the
+next server (retries live in this process only).
 """
 
 from __future__ import annotations
@@ -215,7 +217,10 @@ class WebhookSink:
 
 class AlertFollower:
     """Follows the memory store's alerts (written by the stream workers) and hands each new one to every sink.
-    Starts after the newest alert stored when :meth:`run` starts: a restarted server does not re-send history."""
+    Starts where the last server on this data directory stopped delivering (``consumer``'s cursor in the memory
+    store), or after the newest alert on a first start."""
+
+    consumer = "serve"
 
     def __init__(self, memory: MemoryStore, sinks: Sequence[AlertSink], settings: AlertSettings,
                  stats: DeliveryStats, wall_start: Callable[[str], float | None] = lambda stream: None) -> None:
@@ -231,7 +236,7 @@ class AlertFollower:
             while True:
                 try:
                     if self.last_id is None:
-                        self.last_id = await asyncio.to_thread(self._newest_id)
+                        self.last_id = await asyncio.to_thread(self._start_id)
                     await self.poll()
                 except Exception:  # keep following; the failure is in the log with its traceback
                     log.exception("following alerts failed")
@@ -246,6 +251,11 @@ class AlertFollower:
             alerts = await asyncio.to_thread(self.memory.alerts, after_id=self.last_id or 0, limit=PAGE)
             for alert in alerts:
                 assert alert.id is not None  # stored alerts have ids
+                if time.time() - alert.created > self.settings.catch_up_seconds:
+                    for sink in self.sinks:  # raised long ago, while no server delivered
+                        self.stats.outcome(sink.name, "stale")
+                    self.last_id = alert.id
+                    continue
                 watch = self._watches.get(alert.watch_id)
                 if watch is None:
                     self._watches = {w.id: w for w in await asyncio.to_thread(self.memory.watches)}
@@ -253,6 +263,8 @@ class AlertFollower:
                 self._deliver(alert, watch, await asyncio.to_thread(self.wall_start, alert.stream))
                 self.last_id = alert.id
                 delivered += 1
+            if alerts:
+                await asyncio.to_thread(self.memory.set_alert_cursor, self.consumer, int(self.last_id or 0))
             if len(alerts) < PAGE:
                 break
         if delivered or time.monotonic() - self._counted_at >= WATCH_COUNT_EVERY_SECONDS:
@@ -274,10 +286,14 @@ class AlertFollower:
                 log.exception("delivering alert %d to %s failed", alert.id, sink.name)
                 self.stats.outcome(sink.name, "error")
 
-    def _newest_id(self) -> int:
-        newest = 0
-        while page := self.memory.alerts(after_id=newest, limit=PAGE):
-            newest = page[-1].id
+    def _start_id(self) -> int:
+        """Where delivery resumes: the cursor of the last server, else after the newest alert (a first start)."""
+        cursor = self.memory.alert_cursor(self.consumer)
+        if cursor is not None:
+            return cursor
+        latest = self.memory.latest_alert()
+        newest = 0 if latest is None or latest.id is None else latest.id
+        self.memory.set_alert_cursor(self.consumer, newest)
         return newest
 
     def _count_watches(self) -> None:

@@ -107,7 +107,7 @@ def test_signals_stop_cleanly_and_a_second_run_resumes(tmp_path, live, rtsp_serv
     data = tmp_path / "data"
     args = ["ingest", rtsp_server.url(), "--stream", "cam", "--data", str(data), "--json"]
 
-    # Run 1, ended with Ctrl-C: what was committed stays.
+    # Run 1, ended with Ctrl-C (exit 130, as for any command): what was committed stays.
     first = live.lucy(args, tmp_path / "run1")
     seen = live.wait_for(lambda: committed(data, "cam") >= 4 and committed(data, "cam"), 60, "frames of run 1")
     first.send(signal.SIGINT)
@@ -115,8 +115,9 @@ def test_signals_stop_cleanly_and_a_second_run_resumes(tmp_path, live, rtsp_serv
     code = first.finish()
     ended = time.time()
     assert time.monotonic() - signalled < 10  # promptly, not after some internal timeout
-    assert code == 0 and "Traceback" not in first.stderr, first.stderr
+    assert code == 130 and "Traceback" not in first.stderr, first.stderr
     assert json.loads(first.stdout)["frames"] >= seen  # a clean stop: the summary is printed
+    assert "interrupted; everything committed so far is kept" in first.stderr
     store = ZarrFrameStore.open(data, "cam")
     times1, info1 = store.times().copy(), store.info()
     assert len(times1) >= seen and np.all(np.diff(times1) > 0)

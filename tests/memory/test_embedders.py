@@ -89,7 +89,7 @@ def _openai(server: ScriptedOpenAIServer, **extra: object) -> OpenAIEmbedder:
 
 def test_openai_happy_path_batches_prefixes_and_normalises():
     with ScriptedOpenAIServer(embedding_dim=32) as server:
-        embedder = _openai(server, batch_size=2)
+        embedder = _openai(server, batch_size=2, query_prefix="query: ")
         matrix = embedder.embed_passages(["a red car", "a red car parked", "a blue bicycle", "rain on a window",
                                           "the red car again"])
         assert matrix.shape == (5, 32) == (5, embedder.dim) and matrix.dtype == np.float32

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -15,7 +19,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.service.conftest import LucyServer
 
@@ -23,8 +27,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
+    """One headless Chromium for the module's tests (each test loads the page afresh)."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             pytest.fail(f"{path} is missing: install Debian's chromium and chromium-driver (scripts/setup.sh does)")
@@ -37,6 +42,7 @@ def browser() -> Iterator[webdriver.Chrome]:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
+    driver.set_window_size(1280, 1000)
     try:
         yield driver
     finally:
@@ -48,32 +54,91 @@ def _wait(driver: webdriver.Chrome, timeout: float = 90) -> WebDriverWait:
     return WebDriverWait(driver, timeout, poll_frequency=0.25)
 
 
+def _open(driver: webdriver.Chrome, url: str) -> WebDriverWait:
+    """Load the dashboard afresh at the default size; the wait for what follows."""
+    driver.set_window_size(1280, 1000)
+    driver.get(url + "/")
+    return _wait(driver)
+
+
+# The widest marker of every visible numbered list (or "100. ", whichever is wider: the lists grow as the page runs)
+# against the room its list leaves for it (a marker wider than the list's left padding is clipped by the scrolling
+# box around it: "l3." for 13).
+CLIPPED_NUMBERS = """
+const canvas = document.createElement('canvas').getContext('2d');
+const out = [];
+for (const ol of document.querySelectorAll('ol')) {
+  const items = ol.querySelectorAll(':scope > li');
+  const style = getComputedStyle(ol);
+  if (!items.length || style.listStyleType === 'none' || ol.offsetParent === null) continue;
+  const start = ol.reversed ? items.length : (ol.start || 1);
+  const widest = Math.max(start, ol.reversed ? 1 : start + items.length - 1, 100);  // room for 3 digits at least
+  const f = getComputedStyle(items[0]);
+  canvas.font = `${f.fontStyle} ${f.fontWeight} ${f.fontSize} ${f.fontFamily}`;
+  const need = canvas.measureText(widest + '. ').width;
+  if (need > parseFloat(style.paddingLeft)) out.push([ol.id, widest, need, style.paddingLeft]);
+}
+return out;
+"""
+
+# fetch/XHR requests the page made so far, apart from the live thumbnails' (those follow pushed updates)
+REQUESTS = ("return performance.getEntriesByType('resource').filter((e) => "
+            "['fetch', 'xmlhttprequest'].includes(e.initiatorType) && !e.name.includes('/frames/latest')).length")
+
+H_MM_SS = re.compile(r"^\d{1,2}:\d{2}:\d{2}$")
+
+
 def test_dashboard_shows_streams_memory_and_answers(shared_server: LucyServer, videos: dict[str, Path],
                                                     browser: webdriver.Chrome) -> None:
     with shared_server.client() as c:
         r = c.post("/v1/streams", json={"name": "lobby", "source": str(videos["c"])})
         assert r.status_code == 201, r.text
-    browser.get(shared_server.url + "/")
-    wait = _wait(browser)
+    wait = _open(browser, shared_server.url)
     # The stream appears with its state; the dashboard selects it.
     row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, 'tr[data-stream="lobby"]')))
     row.click()
     wait.until(EC.text_to_be_present_in_element((By.ID, "state-lobby"), "finished"))
     status = shared_server.wait_captioned("lobby")
-    # Figures, the caption charts and the memory timeline fill in as the page polls.
-    wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr[data-stream="lobby"] .captioned').text.strip()
-               not in ("", "0.0 s"))
+    # Figures, the caption charts and the memory timeline fill in as the server pushes them; times read h:mm:ss.
+    wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr[data-stream="lobby"] .captioned').text.strip() == "2:30")
+    assert browser.find_element(By.CSS_SELECTOR, 'tr[data-stream="lobby"] .ingested').text.strip() == "2:30"
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline rect.node")) >= 3)
     wait.until(lambda d: int(d.find_element(By.CSS_SELECTOR, "#chart-lag path.series")
                              .get_attribute("data-points")) >= 2)
     assert browser.find_element(By.CSS_SELECTOR, "#chart-rate path.series").get_attribute("d").startswith("M")
-    texts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#nodes li .text")]
+    texts = browser.execute_script(  # in one call: the list is redrawn as nodes are pushed
+        "return [...document.querySelectorAll('#nodes li .text')].map((e) => e.textContent)")
     assert len(texts) >= 3 and all(texts)
-    assert browser.find_element(By.CSS_SELECTOR, 'tr[data-stream="lobby"] .ingested').text.strip() != "0.0 s"
     assert status["caption"]["coarse_nodes"] == 3
+    # the charts have time axes (wall clock, h:mm:ss); the timeline's axis is media time
+    for chart in ("chart-lag", "chart-rate", "chart-host"):
+        ticks = [e.text for e in browser.find_elements(By.CSS_SELECTOR, f"#{chart} text.tick-time")]
+        assert len(ticks) >= 2 and all(H_MM_SS.match(t) for t in ticks), (chart, ticks)
+    assert "2:30" in [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#timeline text.tick-time")]
+    # the live thumbnail: the stream's newest frame
+    wait.until(lambda d: d.execute_script(
+        "const i = document.querySelector('tr[data-stream=\"lobby\"] td.thumb img'); return i && i.naturalWidth > 0"))
+    with shared_server.client() as c:
+        latest = c.get("/v1/streams/lobby/frames/latest")
+    assert latest.headers["content-type"] == "image/jpeg"
+    shown = float(latest.headers["X-Lucy-Frame-Time"])
+    assert 149 <= shown < 150
+    title = f"frame at 2:{shown - 120:04.1f}".replace(".0", "")  # the newest frame, once the page has seen it
+    wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'tr[data-stream="lobby"] td.thumb img').get_attribute(
+        "title") == title)
+    # host CPU and memory, pushed: the page makes no requests while updates keep arriving
+    wait.until(EC.text_to_be_present_in_element((By.ID, "host"), "CPU "))
+    assert re.search(r"memory [\d.]+ [kMGT]B / [\d.]+ [kMGT]B", browser.find_element(By.ID, "host").text)
+    ticks, requests = int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-ticks")), \
+        browser.execute_script(REQUESTS)
+    time.sleep(5)  # ten ticks at the test server's 0.5-s interval
+    assert int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-ticks")) >= ticks + 3
+    assert browser.execute_script(REQUESTS) == requests, "the dashboard polled"
+    assert browser.find_element(By.ID, "health").text == "live"
     # Ask: the trace shows step by step, then the answer with its evidence frame.
     box = browser.find_element(By.ID, "ask-input")
-    box.send_keys("When does the store close?")
+    question = "When does the store close?"
+    box.send_keys(question)
     browser.find_element(By.ID, "ask-button").click()
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#trace li.step")) >= 1)
     wait.until(EC.visibility_of_element_located((By.ID, "answer")))
@@ -83,11 +148,32 @@ def test_dashboard_shows_streams_memory_and_answers(shared_server: LucyServer, v
     assert steps[0].startswith("#1 ") and any(" answer" in s for s in steps)
     with shared_server.client() as c:
         asked = c.get("/v1/streams/lobby/questions").json()["questions"]
-    assert asked[0]["question"] == "When does the store close?"
+    assert asked[0]["question"] == question
     assert asked[0]["answer"]["answer"] == answer
     if asked[0]["answer"]["evidence"]:
         wait.until(lambda d: d.find_element(By.ID, "evidence-frame").get_attribute("src").startswith("blob:"))
         assert browser.execute_script("return document.getElementById('evidence-frame').naturalWidth") > 0
+    # the question history lists it, newest first, with its answer
+    wait.until(lambda d: d.execute_script(
+        "const q = document.querySelector('#question-list li.question .q .text'); return q && q.textContent")
+        == question)
+    asked_at, answered = browser.execute_script(  # in one call: the list is redrawn when a question is answered
+        "const li = document.querySelector('#question-list li.question');"
+        "return [li.querySelector('.asked').textContent, li.querySelector('.a .text').textContent]")
+    assert answer in answered and H_MM_SS.match(asked_at)
+    # a question asked elsewhere (the API) shows up too: the pushed figures say one more was answered
+    with shared_server.client() as c:
+        assert c.post("/v1/streams/lobby/questions", json={"question": "What colour is the background?"}
+                      ).status_code == 200
+    wait.until(lambda d: d.execute_script(
+        "return document.querySelectorAll('#question-list li.question').length") == 2)
+    assert not browser.execute_script(CLIPPED_NUMBERS)
+    for width, height in ((1400, 1000), (390, 844)):
+        browser.set_window_size(width, height)
+        time.sleep(0.5)  # charts redraw to the new width
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+        assert not browser.execute_script(CLIPPED_NUMBERS)
+        browser.save_screenshot(f"/tmp/dash-top-{width}.png")
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] if hasattr(browser, "get_log") else []
     assert not errors, errors
 
@@ -108,8 +194,7 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
         store.add(MemoryNode(stream="plaza", level="fine", start=30, end=40, text=trap, origin="question:1"))
     finally:
         store.close()
-    browser.get(shared_server.url + "/")
-    wait = _wait(browser)
+    wait = _open(browser, shared_server.url)
     wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr[data-stream="plaza"]'))).click()
     box = browser.find_element(By.ID, "search-input")
     box.send_keys("plate KX")  # no Enter: the search runs when typing pauses
@@ -118,7 +203,7 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     first = next(c for c in cards if "PLATE KX-4821" in c.find_element(By.CSS_SELECTOR, ".caption").text)
     assert {m.text.lower() for m in first.find_elements(By.CSS_SELECTOR, ".caption mark")} >= {"plate", "kx"}
     assert first.find_element(By.CSS_SELECTOR, ".level").text == "coarse"
-    assert first.find_element(By.CSS_SELECTOR, ".when").text == "0.0 s–60.0 s"
+    assert first.find_element(By.CSS_SELECTOR, ".when").text == "0:00–1:00"
     # its thumbnail loads (fetched with the token, shown from a blob URL)
     wait.until(lambda d: d.execute_script(
         "const i = document.querySelector('#search-results li.hit img.thumb'); return i && i.naturalWidth > 0"))
@@ -137,13 +222,13 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     browser.execute_script("document.getElementById('search-panel').scrollIntoView()")
     wait.until(lambda d: d.execute_script("return [...document.querySelectorAll('#search-results img.thumb')]"
                                           ".every((i) => i.naturalWidth > 0)"))
-    browser.save_screenshot("/tmp/lucy-search-1400.png")
+    browser.save_screenshot("/tmp/dash-search-1400.png")
     first.click()
     wait.until(lambda d: first.get_attribute("aria-expanded") == "false")
     browser.set_window_size(390, 844)
     browser.execute_script("document.getElementById('search-panel').scrollIntoView()")
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 390  # no sideways scrolling
-    browser.save_screenshot("/tmp/lucy-search-390.png")
+    browser.save_screenshot("/tmp/dash-search-390.png")
     browser.set_window_size(1280, 1000)
     # nothing found, then an error, each said in the panel
     box.clear()
@@ -176,8 +261,7 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
         r = c.post("/v1/streams", json={"name": "dock", "source": str(videos["b"])})
         assert r.status_code == 201, r.text
     shared_server.wait_captioned("dock")
-    browser.get(shared_server.url + "/")
-    wait = _wait(browser)
+    wait = _open(browser, shared_server.url)
     wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr[data-stream="dock"]'))).click()
     wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#watches-panel .stream-name"), "dock"))
     # add a watch through the form: it is listed, and stored for the stream
@@ -199,7 +283,7 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
     wait.until(lambda d: d.execute_script(
         "const i = document.querySelector('#alert-list li.alert img.thumb'); return i && i.naturalWidth > 0"))
     shown = browser.find_element(By.CSS_SELECTOR, "#alert-list li.alert").text
-    assert "60.0 s–2:00" in shown and question in shown and "<b>seen</b> at 60" in shown
+    assert "1:00–2:00" in shown and question in shown and "<b>seen</b> at 60" in shown
     store_alert(shared_server, watch["id"], "dock", question, 120.0)  # the newest first
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alert-list li.alert")) == 2)
     assert "2:00–3:00" in browser.find_element(By.CSS_SELECTOR, "#alert-list li.alert").text
@@ -211,7 +295,7 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
         assert browser.execute_script("const p = document.getElementById('watches-panel');"
                                       "return p.scrollWidth <= p.clientWidth")  # not inside the panel either
-        browser.save_screenshot(f"/tmp/lucy-watches-{width}.png")
+        browser.save_screenshot(f"/tmp/dash-watches-{width}.png")
     browser.set_window_size(1280, 1000)
     # delete it with its button: gone from the list and the API; its alerts stay as history
     browser.execute_script("document.getElementById('watches-panel').scrollIntoView()")
@@ -230,3 +314,111 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
         assert c.get("/v1/streams/dock/watches").json()["watches"] == []
         assert len(c.get("/v1/streams/dock/alerts").json()["alerts"]) == 2
     assert len(browser.find_elements(By.CSS_SELECTOR, "#alert-list li.alert")) == 2
+
+
+def test_dashboard_adds_a_paced_stream_with_a_preset_stops_and_deletes_it(
+        shared_server: LucyServer, videos: dict[str, Path], browser: webdriver.Chrome) -> None:
+    wait = _open(browser, shared_server.url)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#add-preset option"))
+    browser.find_element(By.CSS_SELECTOR, "#add-stream summary").click()
+    browser.find_element(By.ID, "add-name").send_keys("kiosk")
+    browser.find_element(By.ID, "add-source").send_keys(str(videos["a"]))
+    Select(browser.find_element(By.ID, "add-preset")).select_by_value("videomme-short")
+    browser.find_element(By.ID, "add-realtime").click()
+    browser.find_element(By.CSS_SELECTOR, "#add-form button[type=submit]").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "add-result"), "started kiosk"))
+    status = shared_server.stream("kiosk")
+    assert status["realtime"] is True and status["preset"] == "videomme-short"
+    assert browser.find_element(By.CSS_SELECTOR, "#streams-panel .stream-name, .stream-name").text == "kiosk"
+    # paced like a camera: it runs, its thumbnail shows what it sees
+    wait.until(EC.text_to_be_present_in_element((By.ID, "state-kiosk"), "running"))
+    wait.until(lambda d: d.execute_script(
+        "const i = document.querySelector('tr[data-stream=\"kiosk\"] td.thumb img'); return i && i.naturalWidth > 0"))
+    for width, height in ((1400, 1000), (390, 844)):
+        browser.set_window_size(width, height)
+        time.sleep(0.5)
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+        assert browser.execute_script("const p = document.querySelector('#streams-panel .scroll');"
+                                      "return p.scrollWidth <= p.clientWidth")  # every column fits, buttons too
+        browser.save_screenshot(f"/tmp/dash-streams-{width}.png")
+    browser.set_window_size(1280, 1000)
+    # stop: it stays listed, stopped, with its memory; no stop button any more
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-stream="kiosk"]')
+    row.find_element(By.CSS_SELECTOR, "button.stop").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "state-kiosk"), "stopped"))
+    wait.until(EC.text_to_be_present_in_element((By.ID, "stream-result"), "stopped kiosk"))
+    assert not row.find_element(By.CSS_SELECTOR, "button.stop").is_displayed()
+    stopped = shared_server.stream("kiosk")
+    assert stopped["state"] == "stopped" and not stopped["managed"] and stopped["ingested_until"] > 0
+    # delete takes a second click; then the stream is gone, frames and memory too
+    delete = row.find_element(By.CSS_SELECTOR, "button.delete")
+    delete.click()
+    assert delete.text == "delete all?"
+    assert shared_server.stream("kiosk")["state"] == "stopped"  # one click deletes nothing
+    delete.click()
+    wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, 'tr[data-stream="kiosk"]'))
+    wait.until(EC.text_to_be_present_in_element((By.ID, "stream-result"), "deleted kiosk"))
+    with shared_server.client() as c:
+        assert c.get("/v1/streams/kiosk").status_code == 404
+        assert "kiosk" not in [s["name"] for s in c.get("/v1/streams").json()["streams"]]
+    assert browser.find_element(By.CSS_SELECTOR, ".stream-name").text != "kiosk"  # another stream is selected
+
+
+def test_dashboard_feed_and_latest_frame_over_http(shared_server: LucyServer, videos: dict[str, Path]) -> None:
+    """The feed's wire format (what the page reads) and the thumbnail's cache validation, without a browser."""
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def gate_seen() -> bool:
+        ticks = [e["streams"]["gate"] for k, e in events if k == "tick" and "gate" in e.get("streams", {})]
+        nodes = [e for k, e in events if k == "node" and e["stream"] == "gate"]
+        return len(ticks) >= 2 and bool(nodes)
+
+    with shared_server.client() as c, shared_server.client() as other:
+        with c.stream("GET", "/v1/dashboard/events", headers={"Accept": "text/event-stream"}) as res:
+            assert res.status_code == 200 and res.headers["content-type"].startswith("text/event-stream")
+            kind, deadline = "", time.monotonic() + 120
+            for line in res.iter_lines():
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    events.append((kind, json.loads(line[5:])))
+                    if len(events) == 1:  # the hello: now the stream starts
+                        r = other.post("/v1/streams", json={"name": "gate", "source": str(videos["short"])})
+                        assert r.status_code == 201, r.text
+                if gate_seen() or time.monotonic() > deadline:
+                    break
+        assert gate_seen(), events[-5:]
+        kind, hello = events[0]
+        assert kind == "hello" and "gate" not in {s["name"] for s in hello["streams"]}
+        assert 0 <= hello["host"]["cpu_percent"] <= 100 and hello["host"]["memory_total_bytes"] > 0
+        assert "videomme-short" in hello["presets"] and hello["default_preset"] == "live"
+        ticks = [e for k, e in events if k == "tick"]
+        assert any(t.get("host", {}).get("memory_total_bytes") for t in ticks)  # host figures each interval
+        first, *later = [t["streams"]["gate"] for t in ticks if "gate" in t["streams"]]
+        assert first["name"] == "gate" and "source" in first  # all of it the first time
+        assert later and all("name" not in t and "source" not in t for t in later)  # then only what changed
+        node = next(e for k, e in events if k == "node" and e["stream"] == "gate")
+        assert node["level"] and len(node["text"]) <= 401
+        shared_server.wait_captioned("gate")
+        frame = c.get("/v1/streams/gate/frames/latest", params={"width": 64})
+        assert frame.status_code == 200 and frame.content[:2] == b"\xff\xd8"
+        again = c.get("/v1/streams/gate/frames/latest", params={"width": 64},
+                      headers={"If-None-Match": frame.headers["ETag"]})
+        assert again.status_code == 304 and not again.content
+        assert c.get("/v1/streams/nobody/frames/latest").status_code == 404
+
+
+def test_dashboard_asks_for_the_token_then_follows_the_feed(lucy_server: Callable[..., LucyServer],
+                                                             browser: webdriver.Chrome) -> None:
+    token = "dashboard-token-0123456789abcdef"
+    server = lucy_server(token=token)
+    wait = _open(browser, server.url)
+    wait.until(EC.visibility_of_element_located((By.ID, "token-box")))  # the feed was refused: 401
+    assert browser.find_element(By.ID, "health").text != "live"
+    browser.find_element(By.ID, "token-input").send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "health"), "live"))  # reconnected at once, with the token
+    assert not browser.find_element(By.ID, "token-box").is_displayed()
+    assert browser.find_element(By.ID, "no-streams").is_displayed()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "host"), "CPU "))
+    browser.execute_script("sessionStorage.clear()")  # the module's other tests use servers without a token

@@ -1,4 +1,5 @@
-"""The MQTT bridge against a real mosquitto broker, restarted mid-test."""
+"""The MQTT bridge against a real mosquitto broker, restarted mid-test; its availability topic (``lucy/available``:
+plain ``online`` / ``offline``, retained, ``offline`` as the last will) as Home Assistant reads it."""
 
 from __future__ import annotations
 
@@ -58,6 +59,13 @@ class Watcher:
         self.client.disconnect()
 
 
+def _available(watcher: Watcher, payload: bytes, what: str, retained: bool | None = None,
+               timeout: float = 60) -> None:
+    """Wait for ``lucy/available`` to carry ``payload`` (plain text, not JSON), retained if asked."""
+    wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/available" and p == payload
+                                  and (retained is None or r == retained)), timeout, what)
+
+
 def _answer(watcher: Watcher, qid: Any, stream: str = "gate", timeout: float = 120) -> dict:
     found = wait_for(lambda: watcher.find(lambda t, p, r: t == f"lucy/{stream}/answers" and isinstance(p, dict)
                                           and p.get("id") == qid), timeout, f"the answer to {qid!r}")
@@ -70,9 +78,10 @@ def test_mqtt_bridge(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitt
     wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
     watcher = Watcher(mosquitto.port)
     try:
-        # The server is online (retained), and says so to late subscribers.
-        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and p["state"] == "online"), 30,
-                 "lucy/status online")
+        # The server is online (retained: this client subscribed after it was said), with what serves on lucy/status.
+        _available(watcher, b"online", "lucy/available online, retained", retained=True, timeout=30)
+        info = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and r), 30, "lucy/status")
+        assert info[-1][1]["version"] and "state" not in info[-1][1]
         secret = "pa55word"
         with server.client() as c:
             assert c.post("/v1/streams", json={"name": "gate", "source": str(videos["a"])}).status_code == 201
@@ -115,18 +124,22 @@ def test_mqtt_bridge(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitt
         wait_for(lambda: (r := server.client().get("/readyz").json())["mqtt"] == "connected"
                  and r["mqtt_connects"] >= 2, 90, "the bridge to reconnect")
         watcher = Watcher(mosquitto.port)
-        wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and r and p["state"] == "online"), 30,
-                 "the retained online status after the restart")
+        _available(watcher, b"online", "the retained online after the restart", retained=True, timeout=30)
         wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/status" and r and p["state"] == "finished"),
                  30, "gate's retained status after the restart")
         watcher.publish("lucy/gate/questions", {"id": "after-restart", "question": "What colours were shown?"})
         assert "error" not in _answer(watcher, "after-restart")
 
-        # The last will: the server vanishes without a word, the broker says it is offline.
+        # The last will: the server vanishes without a word, the broker says it is offline, and keeps saying so to
+        # clients that come later.
+        assert not watcher.find(lambda t, p, r: t == "lucy/available" and p == b"offline")
         server.stop(signal.SIGKILL)
-        offline = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and p["state"] == "offline"), 60,
-                           "the last will")
-        assert offline[-1][1]["reason"] == "connection lost"
+        _available(watcher, b"offline", "the last will on lucy/available")
+        late = Watcher(mosquitto.port)
+        try:
+            _available(late, b"offline", "the retained offline, to a later client", retained=True, timeout=30)
+        finally:
+            late.close()
     finally:
         watcher.close()
 
@@ -136,10 +149,10 @@ def test_mqtt_clean_shutdown_says_offline(lucy_server: Callable[..., LucyServer]
     wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
     watcher = Watcher(mosquitto.port)
     try:
+        _available(watcher, b"online", "lucy/available online", retained=True, timeout=30)
         assert server.stop(signal.SIGTERM) == 0
-        offline = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/status" and p["state"] == "offline"), 30,
-                           "the offline status")
-        assert offline[-1][1]["reason"] == "shutdown"
+        _available(watcher, b"offline", "offline on a clean shutdown", timeout=30)
+        assert "could not publish offline" not in server.log()
     finally:
         watcher.close()
 
@@ -194,7 +207,7 @@ def test_mqtt_over_tls_with_credentials(lucy_server: Callable[..., LucyServer], 
         client.connect("127.0.0.1", broker.port)
         client.loop_start()
         try:
-            assert received.get(timeout=30)["state"] == "online"
+            assert received.get(timeout=30)["version"]
         finally:
             client.loop_stop()
             client.disconnect()

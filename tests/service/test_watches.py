@@ -187,22 +187,25 @@ def test_alerts_reach_sse_mqtt_and_webhooks(lucy_server: Callable[..., LucyServe
         finally:
             sse.close()
 
-        # A restarted server does not send old alerts again; new ones still go out.
+        # A restarted server does not send old alerts again; what was raised while it was down goes out when it is
+        # back, and new ones as they come.
         server.stop()
+        raised_while_down = store_alert(server, w1["id"], "gate", "Van?", 150.0)
         server.start()
         wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to reconnect")
+        wait_for(lambda: len(flaky.requests) >= 4, 30, "the webhook of the alert raised while the server was down")
         sse = SseReader(server, "gate")
         try:
             time.sleep(1.0)  # several polls
             a3 = store_alert(server, w1["id"], "gate", "Van?", 180.0)
             wait_for(lambda: sse.events, 30, "the new alert on SSE")
-            wait_for(lambda: len(flaky.requests) >= 4, 30, "the new alert's webhook")
+            wait_for(lambda: len(flaky.requests) >= 5, 30, "the new alert's webhook")
             time.sleep(0.5)
             assert [e["id"] for e in sse.events] == [a3.id]
-            assert [json.loads(b)["id"] for _, b, _ in flaky.requests[3:]] == [a3.id]
+            assert [json.loads(b)["id"] for _, b, _ in flaky.requests[3:]] == [raised_while_down.id, a3.id]
             assert len(refusing.requests) == 1
             assert sorted(p["id"] for _, p, _ in watcher.find(lambda t, p, r: t == "lucy/gate/alerts")) == [
-                a1.id, a2.id, a3.id]
+                a1.id, a2.id, raised_while_down.id, a3.id]
         finally:
             sse.close()
     watcher.close()

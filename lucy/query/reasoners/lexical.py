@@ -33,7 +33,8 @@ from lucy.query.reasoners.base import (
     SummaryReply,
     Usage,
 )
-from lucy.query.text import BM25, clip_text, hybrid_scores, normalise_phrase, similar, terms
+from lucy.query.reasoners.lexical_watch import check_memory
+from lucy.query.text import BM25, clip_text, hybrid_scores, normalise_phrase, question_terms, similar, terms
 
 _DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
 _DETAILED = ("fine", "ultra_fine")
@@ -56,59 +57,6 @@ CONTEXT_WEIGHT = 0.25
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _FACT = re.compile(r"\n+|;\s+")  # a caption's separate statements: its lines, and the items of a list in one line
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
-# A question about what was said is about the transcript lines memory shows beside captions ("Speech heard ..."
-# lines, lucy.query.memory_view): such a question also looks for the word "speech", which every one of them holds.
-_ABOUT_SPEECH = re.compile(r"\b(say|says|said|saying|announc\w*|speak\w*|spoke\w*|hear|hears|heard|talk\w*|"
-                           r"mention\w*|voice\w*|utter\w*|spoken|told|tell|tells)\b", re.IGNORECASE)
-
-
-# How a standing request is phrased, not what it is about: "tell me when", "let us know if", "alert me as soon as".
-_WATCH_LEAD = re.compile(
-    r"^\s*(please\s+)?(((tell|let|notify|alert|warn|ping|inform|message|remind)\s+(me|us)(\s+know)?)|"
-    r"((send|raise|give)\s+((me|us)\s+)?an?\s+(alert|notification|message))|alert|notify|watch(\s+out)?\s+for|"
-    r"look\s+out\s+for)(\s+(when|whenever|if|once|as\s+soon\s+as|the\s+moment))?\b[\s,:]*", re.IGNORECASE)
-# Words of a watch that name no thing to look for ("someone is", "something happens", "ever"), the video itself
-# ("the screen", "the picture") and the change it waits for ("turns", "goes", "appears", "shows up"): a caption
-# says what is there ("mostly red background"), not that the screen turned red; with STOPWORDS.
-WATCH_STOPWORDS = frozenset(terms(
-    "someone somebody anyone anybody something anything everyone everybody ever whenever happen happens "
-    "happening happened occur occurs there please alert notify tell know "
-    "screen picture image video frame view camera footage whole "
-    "turn turns turned turning go goes going gone become becomes became appear appears appeared appearing "
-    "show shows showed shown showing up", keep_stopwords=True))
-# A statement that says something was *not* there ("- none readable", 'looked for "EXIT": not readable') shows
-# nothing, whatever words it repeats.
-_NEGATED = re.compile(r"\b(not|no|none|never|nothing|nobody|without|absent)\b", re.IGNORECASE)
-
-
-_STATED = re.compile(r"(\d+(?:\.\d+)?)(?:\s*-\s*(\d+(?:\.\d+)?))?\s*s\b")  # "302.0-305.0 s", "50 s"
-
-
-def _stated_time(statement: str, item: MemoryItem) -> EvidenceSpan:
-    """The stretch of media time a caption's statement gives for what it says ("seen 302.0-305.0 s"), inside the
-    memory's span; the memory's whole span when it gives none."""
-    for found in _STATED.finditer(statement):
-        start = float(found.group(1))
-        end = float(found.group(2) or start)
-        if item.start - 1e-6 <= start <= end <= item.end + 1e-6:
-            return EvidenceSpan(start=start, end=min(item.end, max(end, start + 1.0)))
-    return EvidenceSpan(start=item.start, end=item.end)
-
-
-def watch_terms(question: str) -> tuple[list[str], list[str]]:
-    """(required, all) search terms of a watch: ``all`` its content words without the request phrasing; ``required``
-    the words it writes as names, codes or quotes ("the FIRE EXIT sign", '"GATE 12"') when it has any, else ``all``."""
-    body = _WATCH_LEAD.sub("", question, count=1)
-    every = [t for t in dict.fromkeys(question_terms(body)) if t not in WATCH_STOPWORDS]
-    named = set(terms(" ".join(_NAMED.findall(body) + _QUOTED.findall(body))))
-    required = [t for t in every if t in named] or every
-    return required, every
-
-
-def question_terms(text: str) -> list[str]:
-    """The search terms of a question (:func:`lucy.query.text.terms`), and "speech" when it asks what was said."""
-    found = terms(text)
-    return found + terms("speech") if _ABOUT_SPEECH.search(text) else found
 
 
 @dataclass(slots=True)
@@ -428,44 +376,7 @@ class LexicalReasoner(Reasoner):
 
     async def check(self, watch_question: str, memory: Sequence[MemoryItem]) -> Reasoned[CheckReply]:
         started = time.perf_counter()
-        required, _ = watch_terms(watch_question)
-        if not required:
-            reply = CheckReply(verdict="no", reason="the watch names nothing to look for")
-            return Reasoned(reply, self._usage(started))
-        whole: list[MemoryItem] = []  # all of it in one (affirmative) statement of a detailed memory
-        part: list[MemoryItem] = []  # some of it, or all of it only in coarse memory
-        found_words: set[str] = set()
-        when: dict[int, EvidenceSpan] = {}  # ref -> the time its best statement names (else its span)
-        for item in memory:
-            statements = [fact for fact in _FACT.split(item.text) if not _NEGATED.search(fact)]
-            best: set[str] = set()
-            said = ""
-            for statement in statements:
-                here = {t for t in required if self._match(t, set(terms(statement)))[0] > 0}
-                if len(here) > len(best):
-                    best, said = here, statement
-            if not best:
-                continue
-            found_words |= best
-            when[item.ref] = _stated_time(said, item)
-            if len(best) == len(required) and item.level in _DETAILED:
-                whole.append(item)
-            else:
-                part.append(item)
-        if whole:
-            verdict, shown = "yes", whole
-            reason = f"{', '.join(required)} in {whole[0].level} memory at {whole[0].start:g}-{whole[0].end:g}s"
-        elif part:
-            verdict, shown = "maybe", part
-            missing = [t for t in required if t not in found_words]
-            reason = (f"{', '.join(sorted(found_words))} in {part[0].level} memory at {part[0].start:g}-"
-                      f"{part[0].end:g}s" + (f"; not found: {', '.join(missing)}" if missing else
-                                             "; only in coarse memory"))
-        else:
-            verdict, shown, reason = "no", [], f"no memory of this span mentions {', '.join(required)}"
-        # The evidence is the time the statement gives ("seen 302.0-305.0 s"), else its memory's span: a maybe is
-        # confirmed by looking closer there only.
-        reply = CheckReply(verdict=verdict, evidence=[when[m.ref] for m in shown], reason=reason)
+        reply = check_memory(watch_question, memory, lambda t, words: self._match(t, set(words))[0] > 0, _DETAILED)
         return Reasoned(reply, self._usage(started))
 
     @staticmethod

@@ -4,25 +4,18 @@ events), and the stream's recent questions."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from sse_starlette import ServerSentEvent
 
+from lucy.service import sse
 from lucy.service.errors import in_band_error
 from lucy.service.schemas import AnswerOut, QuestionIn
 from lucy.service.state import Service, service
 
 router = APIRouter(tags=["questions"])
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def sse(event: str, data: Any) -> bytes:
-    """One server-sent event (data is one JSON line, so it never needs splitting)."""
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
 def wants_sse(request: Request) -> bool:
@@ -32,15 +25,14 @@ def wants_sse(request: Request) -> bool:
 @router.post("/v1/streams/{name}/questions", response_model=AnswerOut, summary="Ask about everything ingested so far",
              description="Returns the answer object of `lucy ask --json`. With `Accept: text/event-stream` the "
                          "trace streams as `step` events while the question runs, then one `answer` event (or an "
-                         "`error` event).",
+                         "`error` event); a `: ping` comment keeps the stream open every service.sse_ping_seconds.",
              responses={200: {"content": {"application/json": {}, "text/event-stream": {}}}})
 async def ask(name: str, body: QuestionIn, request: Request) -> Any:
     svc = service(request)
     if wants_sse(request):
         text, options = svc.questions.check(body.question, body.options)
         await asyncio.to_thread(svc.manager.require, name)
-        return StreamingResponse(_sse_answer(svc, name, text, options), media_type="text/event-stream",
-                                 headers=SSE_HEADERS)
+        return sse.event_stream(_sse_answer(svc, name, text, options), svc.settings.service.sse_ping_seconds)
     return await svc.questions.ask(name, body.question, body.options, client_gone=request.is_disconnected)
 
 
@@ -53,10 +45,11 @@ async def recent_questions(name: str, request: Request,
     return {"stream": name, "questions": rows}
 
 
-async def _sse_answer(svc: Service, name: str, question: str, options: tuple[str, ...]) -> AsyncIterator[bytes]:
+async def _sse_answer(svc: Service, name: str, question: str,
+                      options: tuple[str, ...]) -> AsyncIterator[ServerSentEvent]:
     try:
         async for kind, value in svc.questions.events(name, question, options):
-            yield sse(kind, value)
+            yield sse.event(value, kind)
     except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
         status, body = in_band_error(err, f"question about {name}")
-        yield sse("error", {**body, "status": status})
+        yield sse.event({**body, "status": status}, "error")

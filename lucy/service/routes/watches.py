@@ -10,17 +10,15 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from lucy.service import sse
 from lucy.service.errors import NotFound
-from lucy.service.routes.questions import SSE_HEADERS, sse
 from lucy.service.schemas import AlertList, WatchIn, WatchList, WatchOut
 from lucy.service.state import Service, service
 from lucy.watch.delivery import alert_json
 
 router = APIRouter(tags=["watches"])
-
-KEEPALIVE_SECONDS = 10.0
 
 
 @router.post("/v1/streams/{name}/watches", response_model=WatchOut, status_code=201,
@@ -78,24 +76,21 @@ async def list_alerts(name: str, request: Request,
 
 
 @router.get("/v1/streams/{name}/alerts/events", summary="New alerts of the stream, as server-sent events",
-            description="One `alert` event per new alert (the objects of GET .../alerts), and a comment line every "
-                        f"{KEEPALIVE_SECONDS:g} s to keep proxies from closing the connection. Alerts raised while "
-                        "no client listened are in GET .../alerts.",
+            description="One `alert` event per new alert (the objects of GET .../alerts), and a `: ping` comment "
+                        "every service.sse_ping_seconds to keep proxies from closing the connection. Alerts raised "
+                        "while no client listened are in GET .../alerts.",
             responses={200: {"content": {"text/event-stream": {}}}})
-async def alert_events(name: str, request: Request) -> StreamingResponse:
+async def alert_events(name: str, request: Request) -> EventSourceResponse:
     svc = service(request)
     await asyncio.to_thread(svc.manager.require, name)
-    return StreamingResponse(_alert_events(svc, name, request), media_type="text/event-stream", headers=SSE_HEADERS)
+    return sse.event_stream(_alert_events(svc, name), svc.settings.service.sse_ping_seconds)
 
 
-async def _alert_events(svc: Service, name: str, request: Request) -> AsyncIterator[bytes]:
+async def _alert_events(svc: Service, name: str) -> AsyncIterator[ServerSentEvent]:
+    """Until the client goes (the response then cancels this generator where it waits)."""
     async with svc.bus.subscribe() as sub:
-        yield b": listening\n\n"  # headers and a first byte now, so clients know they are subscribed
-        while not await request.is_disconnected():
-            try:
-                event = await asyncio.wait_for(sub.get(), KEEPALIVE_SECONDS)
-            except TimeoutError:
-                yield b": keep-alive\n\n"
-                continue
+        yield sse.comment("listening")  # headers and a first byte now, so clients know they are subscribed
+        while True:
+            event = await sub.get()
             if event.get("type") == "alert" and event.get("stream") == name:
-                yield sse("alert", event["alert"])
+                yield sse.event(event["alert"], "alert")

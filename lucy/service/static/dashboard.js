@@ -1,16 +1,25 @@
 // Lucy's live dashboard: plain JS, no build step, no external resources.
-// Polls the API every 2 s; the ask box streams the question's trace over SSE (fetch + ReadableStream, since
-// EventSource cannot POST or send an Authorization header); the search box searches memory as one types.
+// Updates are pushed: one server-sent-events stream (/v1/dashboard/events) brings every stream's changed figures,
+// chart points, host CPU and memory, new memory nodes and alerts; nothing polls, and the page holds one connection.
+// Server-sent events are read with fetch and a ReadableStream, since EventSource cannot send an Authorization header
+// (nor POST, for the ask box).
 // Text from video goes in with textContent / text nodes only, never as HTML.
 "use strict";
 
-const POLL_MS = 2000;
 const SVG_NS = "http://www.w3.org/2000/svg";
 const LEVEL_ROWS = { coarse: 0, fine: 1, ultra_fine: 2 };
 const SEARCH_DELAY_MS = 250;  // typing pauses this long before a search is sent
 const SEARCH_LIMIT = 24;
 const EXCERPT_CHARS = 220;
-const state = { selected: null, streams: [], token: sessionStorage.getItem("lucyToken") || "" };
+const THUMB_MS = 3000;        // a stream's live thumbnail is fetched again at most this often (when it has new frames)
+const THUMB_WIDTH = 160;
+const NODES_SHOWN = 60;
+const HISTORY_POINTS = 900;
+const ACTIVE = new Set(["starting", "running", "reconnecting"]);
+const state = {
+  selected: null, streams: new Map(), rows: new Map(), token: sessionStorage.getItem("lucyToken") || "",
+  points: [], nodes: [], host: [], hostNow: null, answered: null, ticks: 0,
+};
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -37,11 +46,41 @@ async function getJSON(path) {
   return res.json();
 }
 
-function fmtSeconds(s) {
-  if (s === null || s === undefined) return "–";
-  if (s < 120) return s.toFixed(1) + " s";
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
-  return (h ? h + ":" + String(m).padStart(2, "0") : m) + ":" + String(sec).padStart(2, "0");
+function errorMessage(body, status) {
+  if (body && body.error && body.error.message) return body.error.message;
+  if (body && typeof body.detail === "string") return body.detail;
+  if (body && body.detail) return JSON.stringify(body.detail);
+  return "HTTP " + status;
+}
+
+// Every time on the page, media times and durations alike, as Lucy's command line prints them: h:mm:ss (m:ss under
+// an hour), with tenths when not whole.
+function fmtTime(s) {
+  if (s === null || s === undefined || !isFinite(s)) return "–";
+  const tenths = Math.round(Math.abs(s) * 10);
+  const whole = Math.floor(tenths / 10), frac = tenths % 10;
+  const h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), sec = whole % 60;
+  const text = (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" + String(sec).padStart(2, "0") +
+    (frac ? "." + frac : "");
+  return (s < 0 ? "−" : "") + text;
+}
+
+function fmtSpan(start, end) {
+  return fmtTime(start) + "–" + fmtTime(end);
+}
+
+// Wall-clock times (chart axes, when a question was asked): 24-hour h:mm:ss, local time.
+function fmtClock(unix) {
+  const d = new Date(unix * 1000);
+  return d.getHours() + ":" + String(d.getMinutes()).padStart(2, "0") + ":" + String(d.getSeconds()).padStart(2, "0");
+}
+
+function fmtBytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return (n >= 100 || i === 0 ? n.toFixed(0) : n.toFixed(1)) + " " + units[i];
 }
 
 function el(tag, attrs, text) {
@@ -51,183 +90,511 @@ function el(tag, attrs, text) {
   return node;
 }
 
-function svgEl(tag, attrs) {
+function svgEl(tag, attrs, text) {
   const node = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
   return node;
+}
+
+function streamPath(rest, name) {
+  return "/v1/streams/" + encodeURIComponent(name || state.selected) + rest;
 }
 
 // ------------------------------------------------------------------------------------------------ streams
 
+const CELLS = ["thumb", "name", "state", "opt src", "num ingested", "num captioned", "num lag", "num opt fps",
+               "num opt rate", "num opt transcribed", "num opt reconnects", "num opt worker", "actions"];
+
+function streamRow(name) {
+  let row = state.rows.get(name);
+  if (row) return row;
+  row = el("tr", { "data-stream": name });
+  const cells = {};
+  for (const cls of CELLS) {
+    const td = el("td", { class: cls });
+    cells[cls.split(" ").pop()] = td;
+    row.append(td);
+  }
+  const img = el("img", { class: "live", alt: "latest frame of " + name, width: "96", height: "54" });
+  cells.thumb.append(img);
+  cells.name.textContent = name;
+  const stop = el("button", { type: "button", class: "stop", title: "stop ingesting; memory and frames are kept" },
+                  "stop");
+  const del = el("button", { type: "button", class: "delete danger",
+                             title: "stop, and delete the stream's frames and memory" }, "delete");
+  stop.addEventListener("click", (event) => { event.stopPropagation(); stopStream(name, stop); });
+  del.addEventListener("click", (event) => { event.stopPropagation(); deleteStream(name, del); });
+  cells.actions.append(stop, del);
+  row.addEventListener("click", () => select(name));
+  row._cells = cells;
+  row._thumb = { img: img, frames: -1, at: 0, url: null, shown: null, busy: false };
+  state.rows.set(name, row);
+  return row;
+}
+
 function renderStreams() {
   const body = $("#streams tbody");
-  body.replaceChildren();
-  $("#no-streams").hidden = state.streams.length > 0;
-  for (const s of state.streams) {
-    const row = el("tr", { "data-stream": s.name });
-    if (s.name === state.selected) row.classList.add("selected");
-    row.append(el("td", { class: "name" }, s.name));
-    const st = el("td");
-    const badge = el("span", { class: "badge state-" + s.state, id: "state-" + s.name }, s.state);
-    if (s.error) badge.title = s.error;
-    st.append(badge);
-    row.append(st);
-    const src = el("td", { class: "src" }, s.source);
-    src.title = s.source;
-    row.append(src);
-    row.append(el("td", { class: "num ingested" }, fmtSeconds(s.ingested_until)));
-    row.append(el("td", { class: "num captioned" }, fmtSeconds(s.captioned_until)));
-    row.append(el("td", { class: "num lag" }, fmtSeconds(s.lag_seconds)));
-    row.append(el("td", { class: "num" }, s.decode_fps.toFixed(1)));
-    row.append(el("td", { class: "num" }, s.caption.captions_per_second.toFixed(2)));
+  const names = [...state.streams.keys()].sort();
+  $("#no-streams").hidden = names.length > 0;
+  names.forEach((name, i) => {
+    const s = state.streams.get(name);
+    const row = streamRow(name);
+    if (body.children[i] !== row) body.insertBefore(row, body.children[i] || null);
+    row.classList.toggle("selected", name === state.selected);
+    const c = row._cells;
+    let badge = c.state.firstChild;
+    if (!badge) { badge = el("span", { id: "state-" + name }); c.state.append(badge); }
+    badge.className = "badge state-" + s.state;
+    badge.textContent = s.state;
+    badge.title = s.error || s.lost || "";
+    c.src.textContent = s.source;
+    c.src.title = s.source;
+    c.ingested.textContent = fmtTime(s.ingested_until);
+    c.captioned.textContent = fmtTime(s.captioned_until);
+    c.lag.textContent = fmtTime(s.lag_seconds);
+    c.fps.textContent = s.decode_fps.toFixed(1);
+    c.rate.textContent = s.caption.captions_per_second.toFixed(2);
     // what was said: transcribed up to (and its lag), beside the captions; "–" for a stream without sound
     const heard = s.speech && s.speech.has_audio;
-    const speech = el("td", { class: "num transcribed" },
-      heard ? fmtSeconds(s.speech.transcribed_until) + " (lag " + fmtSeconds(s.speech.lag_seconds) + ")" : "–");
-    if (heard) speech.title = s.speech.realtime_factor.toFixed(1) + "x real time, " + s.speech.lines + " lines";
-    row.append(speech);
-    row.append(el("td", { class: "num" }, String(s.reconnects)));
-    row.addEventListener("click", () => select(s.name));
-    body.append(row);
+    c.transcribed.textContent = heard ? fmtTime(s.speech.transcribed_until) + " (lag " +
+      fmtTime(s.speech.lag_seconds) + ")" : "–";
+    c.transcribed.title = heard ? s.speech.realtime_factor.toFixed(1) + "x real time, " + s.speech.lines + " lines"
+      : "";
+    c.reconnects.textContent = String(s.reconnects);
+    const w = state.hostNow && state.hostNow.workers ? state.hostNow.workers[name] : null;
+    c.worker.textContent = w ? Math.round(w.cpu_percent) + "% · " + fmtBytes(w.rss_bytes) : "–";
+    row.querySelector("button.stop").hidden = !(s.managed && ACTIVE.has(s.state));
+    refreshThumb(name, row, s);
+  });
+  for (const [name, row] of state.rows) {
+    if (!state.streams.has(name)) {
+      if (row._thumb.url) URL.revokeObjectURL(row._thumb.url);
+      row.remove();
+      state.rows.delete(name);
+    }
   }
 }
 
-function select(name) {
+// A stream's live thumbnail: its newest frame, fetched again when the pushed figures say it has new frames (at most
+// every THUMB_MS). The server answers 304 for the frame the browser already has (ETag); the fetch sends the token.
+async function refreshThumb(name, row, s) {
+  const t = row._thumb;
+  const now = Date.now();
+  if (t.busy || s.frames === t.frames || !s.frames || now - t.at < THUMB_MS) return;
+  t.busy = true;
+  t.at = now;
+  const frames = s.frames;
+  try {
+    const res = await api(streamPath("/frames/latest?width=" + THUMB_WIDTH, name));
+    if (!res.ok) return;
+    t.frames = frames;
+    const shown = res.headers.get("X-Lucy-Frame-Time");
+    t.img.title = "frame at " + fmtTime(Number(shown));
+    if (shown === t.shown) return;
+    const url = URL.createObjectURL(await res.blob());
+    if (t.url) URL.revokeObjectURL(t.url);
+    t.url = url;
+    t.shown = shown;
+    t.img.src = url;
+  } catch (err) {
+    // next push tries again
+  } finally {
+    t.busy = false;
+  }
+}
+
+function streamResult(text) {
+  $("#stream-result").textContent = text;
+}
+
+async function stopStream(name, button) {
+  button.disabled = true;
+  try {
+    const res = await api(streamPath("", name), { method: "DELETE" });
+    const out = await res.json().catch(() => ({}));
+    streamResult(res.ok ? "stopped " + name + " (its memory is kept)"
+      : "not stopped: " + errorMessage(out, res.status));
+    if (res.ok) mergeStatus(name, out);
+  } catch (err) {
+    streamResult(String(err.message || err));
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// Deleting is two clicks: the first arms the button for a few seconds.
+async function deleteStream(name, button) {
+  if (!button.classList.contains("armed")) {
+    button.classList.add("armed");
+    button.textContent = "delete all?";
+    button._disarm = setTimeout(() => { button.classList.remove("armed"); button.textContent = "delete"; }, 5000);
+    return;
+  }
+  clearTimeout(button._disarm);
+  button.disabled = true;
+  try {
+    const res = await api(streamPath("?purge=true", name), { method: "DELETE" });
+    const out = await res.json().catch(() => ({}));
+    streamResult(res.ok ? "deleted " + name + " with its frames and memory"
+      : "not deleted: " + errorMessage(out, res.status));
+    if (res.ok) removeStreams([name]);
+  } catch (err) {
+    streamResult(String(err.message || err));
+  } finally {
+    button.disabled = false;
+    button.classList.remove("armed");
+    button.textContent = "delete";
+  }
+}
+
+function mergeStatus(name, changes) {
+  const s = state.streams.get(name);
+  state.streams.set(name, s ? Object.assign(s, changes) : changes);
+}
+
+function removeStreams(names) {
+  for (const name of names) state.streams.delete(name);
+  if (names.includes(state.selected)) {
+    const next = [...state.streams.keys()].sort()[0];
+    if (next) select(next); else clearSelection();
+  }
+  renderStreams();
+}
+
+function clearSelection() {
+  state.selected = null;
+  document.querySelectorAll(".stream-name").forEach((n) => { n.textContent = "no stream selected"; });
+  state.points = [];
+  state.nodes = [];
+  drawSelected();
+  renderNodes();
+  $("#question-list").replaceChildren();
+}
+
+async function select(name) {
+  if (!state.streams.has(name)) return;
+  const changed = state.selected !== name;
   state.selected = name;
   document.querySelectorAll(".stream-name").forEach((n) => { n.textContent = name; });
+  renderStreams();
+  if (!changed) return;
   $("#trace").replaceChildren();
   $("#answer").hidden = true;
   $("#evidence-frame").hidden = true;
-  renderStreams();
-  refreshSelected();
+  state.points = [];
+  state.nodes = [];
+  state.answered = state.streams.get(name).questions.answered;
   runSearch();
-  followAlerts();
+  loadWatches();
+  loadQuestions();
+  try {
+    const [history, memory] = await Promise.all([
+      getJSON(streamPath("/history")), getJSON(streamPath("/memory?latest=true&limit=" + NODES_SHOWN))]);
+    if (name !== state.selected) return;
+    state.points = history.points.concat(state.points.filter((p) => p.t > (history.points.at(-1) || { t: 0 }).t));
+    addNodes(memory.nodes);
+    drawSelected();
+  } catch (err) {
+    setHealth(String(err.message || err), false);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------ charts
 
-function lineChart(svg, points, key, colour) {
+// Ticks at a round step covering [lo, hi], about ``count`` of them.
+function niceTicks(lo, hi, count, steps) {
+  const span = Math.max(hi - lo, 1e-9);
+  const step = steps.find((s) => span / s <= count) || steps[steps.length - 1];
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) out.push(v);
+  return out;
+}
+
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400];
+
+function valueSteps(max) {
+  const out = [];
+  for (let e = -4; e <= 9; e++) for (const m of [1, 2, 5]) out.push(m * 10 ** e);
+  return out.filter((s) => s * 8 >= max / 100);
+}
+
+// A line chart with a time axis (wall clock) and a value axis. ``series``: [{points: [{t, v}], colour, name}].
+function chart(svg, series, opts) {
   svg.replaceChildren();
-  const W = 600, H = 140, pad = 18;
-  if (points.length < 1) {
-    const t = svgEl("text", { x: 10, y: 20, fill: "#889", "font-size": 12 });
-    t.textContent = "no samples yet";
-    svg.append(t);
+  const W = Math.max(200, Math.round(svg.clientWidth || 600)), H = Math.max(80, Math.round(svg.clientHeight || 130));
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  const left = 48, right = 10, top = 16, bottom = 20;
+  const all = series.flatMap((s) => s.points);
+  if (!all.length) {
+    svg.append(svgEl("text", { x: left, y: top + 14, class: "empty" }, "no samples yet"));
     return;
   }
-  const t0 = points[0].t, t1 = Math.max(points[points.length - 1].t, t0 + 1);
-  const vmax = Math.max(1e-6, ...points.map((p) => p[key]));
-  const x = (t) => pad + (W - 2 * pad) * (t - t0) / (t1 - t0);
-  const y = (v) => H - pad - (H - 2 * pad) * v / vmax;
-  svg.append(svgEl("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#ccd" }));
-  const d = points.map((p, i) => (i ? "L" : "M") + x(p.t).toFixed(1) + " " + y(p[key]).toFixed(1)).join(" ");
-  svg.append(svgEl("path", { d: d, fill: "none", stroke: colour, "stroke-width": 2, class: "series",
-                             "data-points": String(points.length) }));
-  const label = svgEl("text", { x: W - pad, y: 14, fill: "#556", "font-size": 12, "text-anchor": "end" });
-  const last = points[points.length - 1][key];
-  label.textContent = "now " + last.toFixed(2) + "  (max " + vmax.toFixed(2) + ")";
-  svg.append(label);
+  const t1 = Math.max(...all.map((p) => p.t)), t0 = Math.min(Math.min(...all.map((p) => p.t)), t1 - 60);
+  const vmax = opts.max !== undefined ? opts.max : Math.max(1e-6, ...all.map((p) => p.v)) * 1.1;
+  const x = (t) => left + (W - left - right) * (t - t0) / (t1 - t0);
+  const y = (v) => H - bottom - (H - top - bottom) * Math.min(v, vmax) / vmax;
+  const grid = svgEl("g", { class: "axis" });
+  const vTicks = opts.timeValues ? niceTicks(0, vmax, 3, TIME_STEPS) : niceTicks(0, vmax, 3, valueSteps(vmax));
+  for (const v of vTicks) {
+    grid.append(svgEl("line", { x1: left, x2: W - right, y1: y(v), y2: y(v), class: v ? "grid" : "base" }));
+    grid.append(svgEl("text", { x: left - 4, y: y(v) + 4, "text-anchor": "end" },
+                      opts.timeValues ? fmtTime(v) : (opts.unit === "%" ? v + "%" : String(+v.toPrecision(3)))));
+  }
+  const tTicks = niceTicks(t0, t1, Math.max(2, Math.floor((W - left - right) / 80)), TIME_STEPS);
+  for (const t of tTicks) {
+    grid.append(svgEl("line", { x1: x(t), x2: x(t), y1: H - bottom, y2: H - bottom + 4, class: "base" }));
+    const anchor = x(t) < left + 24 ? "start" : (x(t) > W - right - 24 ? "end" : "middle");
+    grid.append(svgEl("text", { x: x(t), y: H - 5, "text-anchor": anchor, class: "tick-time" }, fmtClock(t)));
+  }
+  svg.append(grid);
+  for (const s of series) {
+    if (!s.points.length) continue;
+    const d = s.points.map((p, i) => (i ? "L" : "M") + x(p.t).toFixed(1) + " " + y(p.v).toFixed(1)).join(" ");
+    svg.append(svgEl("path", { d: d, fill: "none", stroke: s.colour, "stroke-width": 2, class: "series",
+                               "data-points": String(s.points.length), "data-name": s.name }));
+  }
+  const last = series[0].points.at(-1);
+  if (last) {
+    const now = opts.timeValues ? fmtTime(last.v) : (opts.unit === "%" ? last.v.toFixed(0) + "%" : last.v.toFixed(2));
+    svg.append(svgEl("text", { x: W - right, y: 11, "text-anchor": "end", class: "now" }, "now " + now));
+  }
+}
+
+function drawSelected() {
+  const pts = state.points;
+  chart($("#chart-lag"), [{ name: "lag", colour: "#c0392b",
+                            points: pts.map((p) => ({ t: p.t, v: p.lag_seconds })) }], { timeValues: true });
+  chart($("#chart-rate"), [{ name: "rate", colour: "#2f6fdf",
+                             points: pts.map((p) => ({ t: p.t, v: p.captions_per_second })) }], {});
+  const s = state.streams.get(state.selected);
+  timeline($("#timeline"), state.nodes, s ? s.ingested_until : 0);
+}
+
+function drawHost() {
+  chart($("#chart-host"), [
+    { name: "cpu", colour: "#2f6fdf", points: state.host.map((p) => ({ t: p.t, v: p.cpu_percent })) },
+    { name: "memory", colour: "#1f9d6b", points: state.host.map((p) => ({ t: p.t, v: p.memory_percent })) },
+  ], { max: 100, unit: "%" });
 }
 
 function timeline(svg, nodes, until) {
   svg.replaceChildren();
-  const W = 600, H = 90, rowH = 24, pad = 4;
+  const W = Math.max(200, Math.round(svg.clientWidth || 600)), H = 96, rowH = 20, pad = 6, axis = 18;
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   const end = Math.max(until || 0, ...nodes.map((n) => n.end), 1);
   const start = Math.max(0, Math.min(...nodes.map((n) => n.start), end));
   const x = (t) => pad + (W - 2 * pad) * (t - start) / Math.max(1e-6, end - start);
-  const colours = { coarse: "#2f6fdf", fine: "#1f9d6b", ultra_fine: "#c0691f" };
-  for (const [t, anchor, xpos] of [[start, "start", pad], [end, "end", W - pad]]) {
-    const label = svgEl("text", { x: xpos, y: H - 4, fill: "#667", "font-size": 11, "text-anchor": anchor });
-    label.textContent = fmtSeconds(t);
-    svg.append(label);
+  const colours = { coarse: "#2f6fdf", fine: "#1f9d6b", ultra_fine: "#c0691f", speech: "#7a4fb0" };
+  const grid = svgEl("g", { class: "axis" });
+  const ticks = niceTicks(start, end, Math.max(2, Math.floor(W / 90)), TIME_STEPS);
+  for (const t of ticks) {
+    grid.append(svgEl("line", { x1: x(t), x2: x(t), y1: pad, y2: H - axis + 3, class: "grid" }));
+    const anchor = x(t) < 20 ? "start" : (x(t) > W - 20 ? "end" : "middle");
+    grid.append(svgEl("text", { x: x(t), y: H - 5, "text-anchor": anchor, class: "tick-time" }, fmtTime(t)));
   }
+  svg.append(grid);
+  if (!nodes.length) svg.append(svgEl("text", { x: pad + 4, y: pad + 14, class: "empty" }, "no memory yet"));
   for (const n of nodes) {
     const row = LEVEL_ROWS[n.level] === undefined ? 0 : LEVEL_ROWS[n.level];
     const rect = svgEl("rect", {
-      x: x(n.start).toFixed(1), y: pad + row * (rowH + 4), width: Math.max(1.5, x(n.end) - x(n.start) - 1).toFixed(1),
+      x: x(n.start).toFixed(1), y: pad + row * (rowH + 3), width: Math.max(1.5, x(n.end) - x(n.start) - 1).toFixed(1),
       height: rowH, fill: colours[n.level] || "#777", opacity: n.origin === "ingest" ? 0.85 : 0.55,
       class: "node", "data-start": n.start });
-    const tip = svgEl("title");
-    tip.textContent = n.level + " " + fmtSeconds(n.start) + "–" + fmtSeconds(n.end) + ": " + n.text.slice(0, 200);
-    rect.append(tip);
+    rect.append(svgEl("title", {}, n.level + " " + fmtSpan(n.start, n.end) + ": " + n.text.slice(0, 200)));
     rect.addEventListener("click", () => showFrame(n.start));
     svg.append(rect);
   }
 }
 
-function renderNodes(nodes) {
-  const list = $("#nodes");
-  list.replaceChildren();
-  for (const n of nodes.slice().reverse().slice(0, 30)) {
+function addNodes(nodes) {
+  const byId = new Map(state.nodes.map((n) => [n.id, n]));
+  for (const n of nodes) byId.set(n.id, n);
+  state.nodes = [...byId.values()].sort((a, b) => a.start - b.start || a.end - b.end).slice(-NODES_SHOWN);
+  renderNodes();
+}
+
+function renderNodes() {
+  const items = state.nodes.slice().reverse().slice(0, 30).map((n) => {
     const li = el("li", { class: "node-text" });
-    const when = el("span", { class: "when" }, fmtSeconds(n.start) + "–" + fmtSeconds(n.end));
+    const when = el("span", { class: "when" }, fmtSpan(n.start, n.end));
     when.addEventListener("click", () => showFrame(n.start));
     li.append(when, el("span", { class: "lvl" }, n.level + (n.origin === "ingest" ? "" : " · question")),
               el("span", { class: "text" }, n.text.length > 400 ? n.text.slice(0, 400) + "…" : n.text));
-    list.append(li);
-  }
+    return li;
+  });
+  $("#nodes").replaceChildren(...items);
 }
 
 async function showFrame(t) {
   if (!state.selected) return;
-  const res = await api("/v1/streams/" + encodeURIComponent(state.selected) + "/frames?width=480&t=" + t);
+  const res = await api(streamPath("/frames?width=480&t=" + t));
   if (!res.ok) return;
   const img = $("#evidence-frame");
   if (img.dataset.url) URL.revokeObjectURL(img.dataset.url);
   img.dataset.url = URL.createObjectURL(await res.blob());
   img.src = img.dataset.url;
-  img.title = "frame at " + (res.headers.get("X-Lucy-Frame-Time") || t) + " s";
+  img.title = "frame at " + fmtTime(Number(res.headers.get("X-Lucy-Frame-Time") || t));
   img.hidden = false;
 }
 
-// ------------------------------------------------------------------------------------------------ polling
+// ------------------------------------------------------------------------------------------------ host
 
-async function refreshSelected() {
-  const name = state.selected;
-  if (!name) return;
-  const base = "/v1/streams/" + encodeURIComponent(name);
-  const [history, memory] = await Promise.all([
-    getJSON(base + "/history"), getJSON(base + "/memory?latest=true&limit=60")]);
-  if (name !== state.selected) return;
-  lineChart($("#chart-lag"), history.points, "lag_seconds", "#c0392b");
-  lineChart($("#chart-rate"), history.points, "captions_per_second", "#2f6fdf");
-  const s = state.streams.find((x) => x.name === name);
-  timeline($("#timeline"), memory.nodes, s ? s.ingested_until : 0);
-  renderNodes(memory.nodes);
+function showHost(h) {
+  state.hostNow = h;
+  const mem = fmtBytes(h.memory_used_bytes) + " / " + fmtBytes(h.memory_total_bytes);
+  const disk = h.disk_free_bytes === null ? "" : " · disk " + fmtBytes(h.disk_free_bytes) + " free";
+  $("#host").textContent = "CPU " + Math.round(h.cpu_percent) + "% · memory " + mem + disk;
+  $("#host-detail").textContent = h.cpus + " CPUs · load " + h.load1.toFixed(2) + " · server process " +
+    fmtBytes(h.server_rss_bytes) + ", " + Math.round(h.server_cpu_percent || 0) + "% CPU · memory " +
+    Math.round(h.memory_percent) + "% used" + (disk ? " ·" + disk.slice(2) : "");
 }
 
-async function poll() {
-  try {
-    const health = await (await fetch("/readyz")).json();
-    $("#health").textContent = health.status;
-    $("#health").className = "badge " + (health.status === "ready" ? "ok" : "bad");
-    const data = await getJSON("/v1/streams");
-    state.streams = data.streams;
-    if (!state.selected && state.streams.length) {
-      select(state.streams[0].name);
-    } else {
-      renderStreams();
-      await refreshSelected();
-    }
-    $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
-  } catch (err) {
-    $("#health").textContent = String(err.message || err);
-    $("#health").className = "badge bad";
+// ------------------------------------------------------------------------------------------------ the feed
+
+const feed = { controller: null, wake: null, redraw: false };
+
+function setHealth(text, ok) {
+  $("#health").textContent = text;
+  $("#health").className = "badge " + (ok ? "ok" : "bad");
+}
+
+function onHello(data) {
+  state.streams = new Map(data.streams.map((s) => [s.name, s]));
+  state.host = data.host_history.slice();
+  showHost(data.host);
+  fillForm(data);
+  renderStreams();
+  drawHost();
+  if (state.selected && !state.streams.has(state.selected)) clearSelection();
+  if (!state.selected && state.streams.size) select([...state.streams.keys()].sort()[0]);
+}
+
+function onTick(data) {
+  for (const [name, changes] of Object.entries(data.streams || {})) mergeStatus(name, changes);
+  if (data.removed && data.removed.length) removeStreams(data.removed);
+  const points = data.points && state.selected ? data.points[state.selected] : null;
+  if (points && (!state.points.length || points.t > state.points.at(-1).t)) {
+    state.points.push(points);
+    if (state.points.length > HISTORY_POINTS) state.points.shift();
+  }
+  if (data.host) {
+    showHost(data.host);
+    state.host.push({ t: data.host.t, cpu_percent: data.host.cpu_percent, memory_percent: data.host.memory_percent });
+    if (state.host.length > 300) state.host.shift();
+    drawHost();
+  }
+  renderStreams();
+  if (state.selected && state.streams.has(state.selected)) {
+    drawSelected();
+    const answered = state.streams.get(state.selected).questions.answered;
+    if (answered !== state.answered) { state.answered = answered; loadQuestions(); }
+  }
+  if (data.ready !== undefined) setHealth(data.ready ? "live" : "starting", data.ready);
+  state.ticks += 1;
+  document.body.dataset.ticks = String(state.ticks);
+  $("#host").dataset.updated = fmtClock(Date.now() / 1000);
+}
+
+function onNode(node) {
+  if (node.stream !== state.selected) return;
+  addNodes([node]);
+  if (!feed.redraw) {  // many nodes at once (a question's deeper captions) redraw the timeline once
+    feed.redraw = true;
+    requestAnimationFrame(() => { feed.redraw = false; drawSelected(); });
   }
 }
+
+function sleep(ms) {
+  return new Promise((resolve) => { feed.wake = resolve; setTimeout(resolve, ms); });
+}
+
+async function follow() {
+  for (let delay = 1000; ; delay = Math.min(delay * 2, 15000)) {
+    feed.controller = new AbortController();
+    try {
+      const res = await api("/v1/dashboard/events", { signal: feed.controller.signal,
+                                                      headers: { "Accept": "text/event-stream" } });
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      for await (const [kind, data] of serverEvents(res)) {
+        if (kind === "hello") { onHello(data); setHealth(data.ready ? "live" : "starting", data.ready); delay = 1000; }
+        else if (kind === "tick") onTick(data);
+        else if (kind === "node") onNode(data);
+        else if (kind === "alert") onAlert(data);
+      }
+      setHealth("reconnecting…", false);
+    } catch (err) {
+      setHealth(feed.controller.signal.aborted ? "reconnecting…" : String(err.message || err), false);
+    }
+    await sleep(delay);
+  }
+}
+
+window.addEventListener("resize", () => { drawSelected(); drawHost(); });
+// Leaving the page closes the feed at once (a browser keeps only six connections to a server; the loop above
+// reconnects if the page is shown again from the back-forward cache).
+window.addEventListener("pagehide", () => { if (feed.controller) feed.controller.abort(); });
+
+// ------------------------------------------------------------------------------------------------ the add form
+
+function fillForm(hello) {
+  const preset = $("#add-preset");
+  if (!preset.options.length) {
+    for (const name of hello.presets) {
+      const option = el("option", { value: name }, name === hello.default_preset ? name + " (default)" : name);
+      if (name === hello.default_preset) option.selected = true;
+      preset.append(option);
+    }
+  }
+  const captioner = $("#add-captioner");
+  if (captioner.options.length <= 1) {
+    captioner.options[0].textContent = "captioner: " + hello.default_captioner + " (default)";
+    for (const name of hello.captioners) captioner.append(el("option", { value: name }, name));
+  }
+}
+
+$("#add-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = { name: $("#add-name").value.trim(), source: $("#add-source").value.trim(),
+                 realtime: $("#add-realtime").checked };
+  if ($("#add-preset").value) body.preset = $("#add-preset").value;
+  if ($("#add-captioner").value) body.captioner = $("#add-captioner").value;
+  try {
+    const res = await api("/v1/streams", { method: "POST", body: JSON.stringify(body),
+                                            headers: { "Content-Type": "application/json" } });
+    const out = await res.json().catch(() => ({}));
+    $("#add-result").textContent = res.ok ? "started " + out.name : "refused: " + errorMessage(out, res.status);
+    if (res.ok) {
+      mergeStatus(out.name, out);
+      select(out.name);
+    }
+  } catch (err) {
+    $("#add-result").textContent = String(err.message || err);
+  }
+});
 
 // ------------------------------------------------------------------------------------------------ asking
 
 function traceLine(step) {
   let where = "";
   if (step.start !== null && step.end !== null && step.start !== undefined) {
-    where = " " + (step.level || "") + " " + fmtSeconds(step.start) + "–" + fmtSeconds(step.end);
+    where = " " + (step.level || "") + " " + fmtSpan(step.start, step.end);
   }
   let text = "#" + step.index + " " + step.agent + where;
   if (step.detail) text += " | " + step.detail;
   if (step.instruction) text += " | look for: " + step.instruction;
   if (step.error) text += " | ERROR: " + step.error;
   return text;
+}
+
+function evidenceLinks(evidence) {
+  const ev = el("div", { class: "evidence-list" });
+  for (const span of evidence || []) {
+    const a = el("button", { type: "button", class: "evidence link" }, fmtSpan(span.start, span.end));
+    a.addEventListener("click", (event) => { event.stopPropagation(); showFrame(span.start); });
+    ev.append(a);
+  }
+  return ev;
 }
 
 function showAnswer(answer) {
@@ -237,13 +604,7 @@ function showAnswer(answer) {
   box.append(el("strong", { class: "text" }, answer.answer || "(no answer)"));
   box.append(el("div", { class: "muted" }, (answer.confident ? "confident" : "not confident") + " · " +
     answer.iterations + " rounds · " + answer.llm_calls + " LLM calls · " + answer.caption_calls + " captions"));
-  const ev = el("div");
-  for (const span of answer.evidence || []) {
-    const a = el("span", { class: "evidence" }, fmtSeconds(span.start) + "–" + fmtSeconds(span.end));
-    a.addEventListener("click", () => showFrame(span.start));
-    ev.append(a);
-  }
-  box.append(ev);
+  box.append(evidenceLinks(answer.evidence));
   box.hidden = false;
   if (answer.evidence && answer.evidence.length) showFrame(answer.evidence[0].start);
 }
@@ -256,12 +617,12 @@ function handleEvent(kind, data) {
   } else if (kind === "answer") {
     showAnswer(data);
   } else if (kind === "error") {
-    $("#trace").append(el("li", { class: "error" }, "error: " + data.detail));
+    $("#trace").append(el("li", { class: "error" }, "error: " + (data.detail || errorMessage(data, data.status))));
   }
 }
 
 // The events of a server-sent-events response, as [kind, parsed data] (fetch, not EventSource: it sends the
-// token); keep-alive comments and events without data are skipped.
+// token); keep-alive comments and events without data are skipped. Lines may end in \n, \r\n or \r.
 async function* serverEvents(res) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -269,7 +630,7 @@ async function* serverEvents(res) {
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
-    buffer += decoder.decode(value, { stream: true });
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
     let cut;
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
       const block = buffer.slice(0, cut);
@@ -290,13 +651,12 @@ async function ask(question) {
   const button = $("#ask-button");
   button.disabled = true;
   try {
-    const res = await api("/v1/streams/" + encodeURIComponent(state.selected) + "/questions", {
+    const res = await api(streamPath("/questions"), {
       method: "POST", body: JSON.stringify({ question: question }),
       headers: { "Content-Type": "application/json", "Accept": "text/event-stream" } });
     if (!res.ok) {
       const body = await res.json().catch(() => ({}));
-      const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail || body);
-      handleEvent("error", { detail: detail });
+      handleEvent("error", { detail: errorMessage(body, res.status) });
       return;
     }
     for await (const [kind, data] of serverEvents(res)) handleEvent(kind, data);
@@ -304,18 +664,46 @@ async function ask(question) {
     handleEvent("error", { detail: String(err.message || err) });
   } finally {
     button.disabled = false;
+    loadQuestions();
+  }
+}
+
+// The selected stream's recent questions and their answers, newest first (loaded again when the pushed figures
+// say another question was answered).
+async function loadQuestions() {
+  const name = state.selected;
+  if (!name) return;
+  try {
+    const body = await getJSON(streamPath("/questions?limit=20", name));
+    if (name !== state.selected) return;
+    const items = body.questions.map((q) => {
+      const li = el("li", { class: "question" });
+      const head = el("div", { class: "q" });
+      head.append(el("span", { class: "asked muted" }, fmtClock(q.asked)), el("span", { class: "text" }, q.question));
+      li.append(head);
+      const a = q.answer;
+      if (a) {
+        const ans = el("div", { class: "a" });
+        const badge = el("span", { class: "badge " + (a.confident ? "ok" : "unsure") },
+                         a.confident ? "confident" : "not sure");
+        ans.append(badge, el("span", { class: "text" }, a.answer || "(no answer)"));
+        li.append(ans, evidenceLinks(a.evidence));
+      } else {
+        li.append(el("div", { class: "a muted" }, "no answer (still running, or it failed)"));
+      }
+      return li;
+    });
+    $("#question-list").replaceChildren(...items);
+    $("#no-questions").hidden = items.length > 0;
+  } catch (err) {
+    $("#no-questions").hidden = false;
+    $("#no-questions").textContent = String(err.message || err);
   }
 }
 
 // ------------------------------------------------------------------------------------------------ searching
 
 const search = { timer: null, controller: null, seq: 0, blobs: [], observer: null };
-
-function errorMessage(body, status) {
-  if (body && body.error && body.error.message) return body.error.message;
-  if (body && typeof body.detail === "string") return body.detail;
-  return "HTTP " + status;
-}
 
 function queryWords(q) {
   const words = q.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length >= 2);
@@ -385,7 +773,7 @@ function searchStatus(text, isError) {
 function hitCard(hit, words) {
   const card = el("li", { class: "hit", tabindex: "0", "aria-expanded": "false" });
   if (hit.frame_url) {
-    const img = el("img", { class: "thumb", alt: "frame at " + fmtSeconds((hit.start + hit.end) / 2),
+    const img = el("img", { class: "thumb", alt: "frame at " + fmtTime((hit.start + hit.end) / 2),
                             "data-src": hit.frame_url + "&width=480" });
     search.observer.observe(img);
     card.append(img);
@@ -397,7 +785,7 @@ function hitCard(hit, words) {
   if (hit.semantic_rank !== null) how.push("meaning #" + hit.semantic_rank);
   if (hit.similarity !== null) how.push("similarity " + hit.similarity.toFixed(2));
   const meta = el("div", { class: "meta" });
-  meta.append(el("span", { class: "when" }, fmtSeconds(hit.start) + "–" + fmtSeconds(hit.end)),
+  meta.append(el("span", { class: "when" }, fmtSpan(hit.start, hit.end)),
               el("span", { class: "badge level lvl-" + hit.level }, hit.level),
               el("span", { class: "score", title: how.join(", ") },
                  [hit.lexical_rank !== null ? "words" : "", hit.semantic_rank !== null ? "meaning" : ""]
@@ -455,8 +843,7 @@ async function runSearch() {
   if ($("#search-level").value) params.set("level", $("#search-level").value);
   searchStatus("searching…");
   try {
-    const res = await api("/v1/streams/" + encodeURIComponent(name) + "/search?" + params,
-                          { signal: search.controller.signal });
+    const res = await api(streamPath("/search?" + params, name), { signal: search.controller.signal });
     const body = await res.json().catch(() => ({}));
     if (seq !== search.seq) return;
     if (!res.ok) throw new Error(errorMessage(body, res.status));
@@ -491,35 +878,20 @@ $("#token-form").addEventListener("submit", (event) => {
   state.token = $("#token-input").value.trim();
   sessionStorage.setItem("lucyToken", state.token);
   $("#token-box").hidden = true;
-  poll();
-});
-
-$("#add-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const body = { name: $("#add-name").value.trim(), source: $("#add-source").value.trim() };
-  if ($("#add-captioner").value) body.captioner = $("#add-captioner").value;
-  const res = await api("/v1/streams", { method: "POST", body: JSON.stringify(body),
-                                          headers: { "Content-Type": "application/json" } });
-  const out = await res.json().catch(() => ({}));
-  $("#add-result").textContent = res.ok ? "started " + out.name
-    : "refused: " + (typeof out.detail === "string" ? out.detail : JSON.stringify(out.detail));
-  if (res.ok) { select(out.name); poll(); }
+  if (feed.controller) feed.controller.abort();
+  if (feed.wake) feed.wake();  // reconnect now, with the token
 });
 
 // ------------------------------------------------------------------------------------------------ watches
-// Watches of the selected stream, its alert history, and new alerts from the alerts SSE stream (fetch, for the
-// token). Questions and reasons are untrusted text: textContent only.
+// Watches of the selected stream and its alert history; new alerts come with the feed. Questions and reasons are
+// untrusted text: textContent only.
 
-const watches = { controller: null };
-
-function streamPath(rest) {
-  return "/v1/streams/" + encodeURIComponent(state.selected) + rest;
-}
+const watches = { seq: 0, shown: new Set() };
 
 async function refreshWatches() {
   const body = await getJSON(streamPath("/watches"));
   const items = body.watches.map((w) => {
-    const li = el("li", {}, w.question + " (cooldown " + fmtSeconds(w.cooldown_seconds) + ") ");
+    const li = el("li", {}, w.question + " (cooldown " + fmtTime(w.cooldown_seconds) + ") ");
     const del = el("button", { type: "button" }, "delete");
     del.addEventListener("click", async () => {
       await api(streamPath("/watches/" + w.id), { method: "DELETE" });
@@ -536,26 +908,32 @@ function alertItem(a) {
   api(a.frame_url).then((res) => (res.ok ? res.blob() : Promise.reject(new Error("HTTP " + res.status))))
     .then((blob) => { img.src = URL.createObjectURL(blob); })  // kept while the alert is listed
     .catch(() => img.replaceWith(thumbPlaceholder("frame unavailable")));
-  const text = el("div", {}, fmtSeconds(a.start) + "–" + fmtSeconds(a.end) + " · " + a.question + " — " + a.reason);
-  const li = el("li", { class: "alert" });
+  const text = el("div", {}, fmtSpan(a.start, a.end) + " · " + a.question + " — " + a.reason);
+  const li = el("li", { class: "alert", "data-id": String(a.id) });
   li.append(img, text);
   return li;
 }
 
-async function followAlerts() {
-  if (watches.controller) watches.controller.abort();
-  const controller = new AbortController();
-  watches.controller = controller;
+// An alert pushed by the feed: shown when it is the selected stream's (once: the history may have it already).
+function onAlert(a) {
+  if (a.stream !== state.selected || watches.shown.has(a.id)) return;
+  watches.shown.add(a.id);
+  $("#alert-list").prepend(alertItem(a));
+}
+
+async function loadWatches() {
+  const seq = ++watches.seq;
+  watches.shown = new Set();
+  $("#alert-list").replaceChildren();
   try {
     await refreshWatches();
     const history = await getJSON(streamPath("/alerts?limit=50"));
-    $("#alert-list").replaceChildren(...history.alerts.reverse().map(alertItem));
-    const res = await api(streamPath("/alerts/events"), { signal: controller.signal });
-    for await (const [kind, data] of serverEvents(res)) {
-      if (kind === "alert") $("#alert-list").prepend(alertItem(data));
-    }
+    if (seq !== watches.seq) return;
+    const fresh = history.alerts.filter((a) => !watches.shown.has(a.id));
+    for (const a of fresh) watches.shown.add(a.id);
+    // oldest first from the API, newest first here; pushed ones (newer) stay on top
+    $("#alert-list").append(...fresh.sort((a, b) => b.id - a.id).map(alertItem));
   } catch (err) {
-    if (controller.signal.aborted) return;
     $("#watch-result").textContent = String(err.message || err);
   }
 }
@@ -569,10 +947,10 @@ $("#watch-form").addEventListener("submit", async (event) => {
   const res = await api(streamPath("/watches"), { method: "POST", body: JSON.stringify(body),
                                                   headers: { "Content-Type": "application/json" } });
   const out = await res.json().catch(() => ({}));
-  $("#watch-result").textContent = res.ok ? "watching"
-    : "refused: " + (typeof out.detail === "string" ? out.detail : JSON.stringify(out.detail));
+  $("#watch-result").textContent = res.ok ? "watching" : "refused: " + errorMessage(out, res.status);
   if (res.ok) { $("#watch-question").value = ""; refreshWatches(); }
 });
 
-poll();
-setInterval(poll, POLL_MS);
+clearSelection();
+drawHost();
+follow();

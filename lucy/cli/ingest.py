@@ -1,0 +1,129 @@
+"""``lucy ingest``: record a file or a live stream into the data directory, with its coarse captions."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from lucy.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    ConfigOption,
+    DataOption,
+    PresetOption,
+    StreamOption,
+    VerboseOption,
+    error_line,
+    load,
+    lucy_command,
+    note,
+    stderr_console,
+)
+from lucy.config import CaptionerBackend
+
+if TYPE_CHECKING:
+    from lucy.recorder import Recording
+
+CaptionerOption = Annotated[CaptionerBackend | None, typer.Option(
+    "--captioner", show_default=False,
+    help="Backend that captions coarse memory while ingesting (default: captioner.backend).")]
+
+
+def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=False,
+                                                      help="Video file, rtsp://, http(s):// (HLS too).")],
+           stream: StreamOption,
+           realtime: Annotated[bool, typer.Option("--realtime", help="Pace a file like a live stream.")] = False,
+           as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
+           captioner: CaptionerOption = None, data: DataOption = None, config: ConfigOption = None,
+           preset: PresetOption = None, verbose: VerboseOption = 0) -> int:
+    """Decode a file or live stream into the frame store and caption it into memory.
+
+    A live stream runs until Ctrl-C (exit 130) or SIGTERM (exit 0); what was stored is kept either way.
+    The next run on the same source and stream resumes after it.
+    """
+    settings = load(data, config, preset, verbose, **{"captioner.backend": captioner})
+    from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
+    from lucy.cli.progress import BarProgress, PlainProgress, file_duration
+    from lucy.memory.nodes import INGEST_ORIGIN
+    from lucy.memory.sqlite_store import open_memory
+    from lucy.recorder import StreamRecorder
+
+    console = stderr_console()
+    duration = file_duration(source)
+    shown = BarProgress(stream, duration, console) if console.is_terminal else None
+    observer = shown or PlainProgress(stream, duration)
+    interrupted = False
+    memory = open_memory(settings)
+    try:
+        recorder = StreamRecorder(settings, source, stream, memory, builder_captioner(settings), realtime=realtime,
+                                  observer=observer, transcriber=builder_transcriber(settings),
+                                  embedder=builder_embedder(settings))
+
+        def terminate(signum: int, _frame: object) -> None:
+            # Stop cleanly: frames already decoded are committed and the summary printed.
+            nonlocal interrupted
+            recorder.stop()
+            if signum == signal.SIGINT:
+                interrupted = True
+                signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts at once
+
+        signal.signal(signal.SIGTERM, terminate)
+        signal.signal(signal.SIGINT, terminate)
+        try:
+            with shown or nullcontext():  # the bars show while it runs
+                recording = recorder.run()
+        except KeyboardInterrupt:
+            recorder.stop()
+            note("interrupted; everything committed so far is kept")
+            return EXIT_INTERRUPTED
+        coarse_nodes = memory.count(stream, level="coarse", origin=INGEST_ORIGIN)
+        captioned_until = memory.captioned_until(stream)
+    finally:
+        memory.close()
+    code = _summary(recording, coarse_nodes, captioned_until, as_json=as_json,
+                    data_flag="" if data is None else f" --data {shlex.quote(str(data))}")
+    if interrupted:
+        note("interrupted; everything committed so far is kept")
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _summary(recording: Recording, coarse_nodes: int, captioned_until: float, *, as_json: bool,
+             data_flag: str = "") -> int:
+    """Print how the recording ended; returns the exit code."""
+    from lucy.recorder import Backlog
+
+    result, left = recording.ingest, recording.uncaptioned
+    if as_json:
+        print(json.dumps({"stream": result.stream, "frames": result.frames,
+                          "media_seconds": round(result.media_seconds, 3),
+                          "wall_seconds": round(result.wall_seconds, 3),
+                          "new_frames": result.new_frames, "complete": result.complete, "lost": result.lost,
+                          "decode_errors": result.decode_errors, "reconnects": result.reconnects,
+                          "coarse_nodes": coarse_nodes, "captioned_until": round(captioned_until, 3),
+                          "coarse_pending": left}))
+    else:
+        print(f"{result.stream}: {result.new_frames} new frames, {result.frames} stored, "
+              f"{result.media_seconds:.1f} s of media in {result.wall_seconds:.1f} s; "
+              f"{coarse_nodes} coarse captions, captioned until {captioned_until:.1f} s")
+    code = 0
+    if result.lost:
+        error_line(f"{result.lost} (the frames before it are stored)")
+        code = EXIT_ERROR
+    if recording.backlog in (Backlog.CAPTIONER_DOWN, Backlog.TIMED_OUT):
+        reason = recording.last_caption_error or "it made no progress"
+        error_line(f"captioner unavailable ({reason}); {left} coarse spans left uncaptioned (they are captioned on "
+                   "the next run)")
+        code = EXIT_ERROR
+    elif left:
+        note(f"{left} coarse spans not captioned yet (they are captioned on the next run)")
+    elif not as_json and coarse_nodes and sys.stderr.isatty():
+        note(f"next: {lucy_command()} ask \"...\" --stream {result.stream}{data_flag}")
+    return code
+

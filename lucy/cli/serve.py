@@ -1,0 +1,36 @@
+"""``lucy serve`` (the HTTP API, MQTT bridge, metrics and dashboard) and ``lucy demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lucy.cli.common import ConfigOption, DataOption, PresetOption, VerboseOption, load
+
+
+def serve(host: Annotated[str | None, typer.Option(
+              show_default=False, help="Address to bind (default 127.0.0.1; others need service.api_token).")] = None,
+          port: Annotated[int | None, typer.Option(show_default=False, help="TCP port (default 8321).")] = None,
+          data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
+          verbose: VerboseOption = 0) -> int:
+    """Serve the HTTP API, MQTT bridge, metrics and dashboard."""
+    settings = load(data, config, preset, verbose, **{"service.host": host, "service.port": port})
+    from lucy.service.server import serve as run_server
+
+    return run_server(settings)
+
+
+def demo(workdir: Annotated[Path | None, typer.Option(
+             show_default=False, help="Where to put the sample video and data (default: a new temporary folder).")]
+         = None,
+         fast: Annotated[bool, typer.Option("--fast", help="Ingest as fast as possible instead of in real time.")]
+         = False,
+         data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
+         verbose: VerboseOption = 0) -> int:
+    """Generate a sample video, ingest it and ask questions about it while it is ingested."""
+    settings = load(data, config, preset, verbose)
+    from lucy.demo import run_demo
+
+    return run_demo(settings, workdir=workdir, realtime=not fast)

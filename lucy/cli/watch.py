@@ -1,0 +1,142 @@
+"""``lucy watch``: a standing question. It is registered here and checked by the process ingesting the stream; this
+command lists, deletes, or follows the alerts as they are stored."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from lucy.cli.common import (
+    EXIT_INTERRUPTED,
+    ConfigOption,
+    DataOption,
+    PresetOption,
+    VerboseOption,
+    clock,
+    closest,
+    ingest_hint,
+    load,
+    lucy_command,
+    note,
+)
+from lucy.errors import LucyError
+
+if TYPE_CHECKING:
+    from lucy.ingest import FrameStores
+    from lucy.memory.store import MemoryStore
+    from lucy.watch import Alert
+
+WATCH_POLL_SECONDS = 0.5  # how often `lucy watch` looks for new alerts
+
+
+def watch(question: Annotated[str | None, typer.Argument(
+              metavar="QUESTION", show_default=False,
+              help='What to watch for, e.g. "tell me when someone is at the door".')] = None,
+          stream: Annotated[str | None, typer.Option("--stream", help="Stream name.", show_default=False)] = None,
+          cooldown: Annotated[float | None, typer.Option(
+              metavar="SECONDS", show_default=False,
+              help="Media seconds after a yes that count as the same event (default: watch.default_cooldown_seconds)."
+          )] = None,
+          until_finished: Annotated[bool, typer.Option(
+              "--until-finished", help="Exit once the stream has ended and all of it was checked.")] = False,
+          from_start: Annotated[bool, typer.Option(
+              "--from-start", help="Check what the stream has already shown too.")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line per alert.")] = False,
+          list_: Annotated[bool, typer.Option("--list", help="List the stream's watches.")] = False,
+          delete: Annotated[int | None, typer.Option(metavar="ID", show_default=False,
+                                                     help="Delete a watch (its alerts are kept).")] = None,
+          data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
+          verbose: VerboseOption = 0) -> int:
+    """Tell me when something shows up in a stream (a standing question).
+
+    The process ingesting the stream (`lucy ingest`, or `lucy serve`'s worker) checks each closed span.
+    This command prints the alerts as they are stored, until Ctrl-C (exit 130; the watch stays registered).
+    """
+    from lucy.ingest import check_stream_name, open_frames
+    from lucy.memory.sqlite_store import open_memory
+
+    settings = load(data, config, preset, verbose)
+    memory = open_memory(settings)
+    try:
+        if delete is not None:
+            if not memory.delete_watch(delete):
+                raise LucyError(f"no active watch with id {delete}")
+            print(f"watch {delete} deleted (its alerts are kept)")
+            return 0
+        if stream is None:
+            raise LucyError("--stream is required")
+        check_stream_name(stream)
+        if list_:
+            return _list(memory, stream, as_json=as_json)
+        if not question or not question.strip():
+            raise LucyError("the watch question is empty")
+        added = memory.add_watch(stream, question,
+                                 cooldown_seconds=settings.watch.default_cooldown_seconds if cooldown is None
+                                 else cooldown)
+        if from_start:
+            memory.set_watch_progress(added.id, 0.0)
+        if not as_json:
+            note(f"watch {added.id} on {stream}: {added.question!r} (checked by the process ingesting {stream}, "
+                 f"from {'its start' if from_start else 'its next coarse span'})")
+        frames = open_frames(settings)
+        if not frames.exists(stream):  # allowed (the ingest may start later), but a misspelt name must show
+            names = sorted(set(frames.names()) | set(memory.streams()))
+            guess = closest(stream, names)
+            mean = f"; did you mean {guess!r}?" if guess else ""
+            note(f"no stream named {stream!r} yet: the watch waits for {ingest_hint(stream)} "
+                 f"(streams now: {', '.join(names) or 'none'}){mean}")
+        return _follow(memory, frames, stream, added.id, until_finished=until_finished, as_json=as_json)
+    finally:
+        memory.close()
+
+
+def _list(memory: MemoryStore, stream: str, *, as_json: bool) -> int:
+    from dataclasses import asdict
+
+    rows = [{**asdict(w), "checked_until": memory.watch_progress(w.id)} for w in memory.watches(stream)]
+    if as_json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print(f"{stream}: no watches")
+    for r in rows:
+        print(f"{r['id']:>5}  checked until {clock(r['checked_until'])}  cooldown {r['cooldown_seconds']:g} s"
+              f"  {r['question']}")
+    return 0
+
+
+def _print_alert(alert: Alert, *, as_json: bool) -> None:
+    from dataclasses import asdict
+
+    if as_json:
+        print(json.dumps(asdict(alert)), flush=True)
+    else:
+        print(f"[{clock(alert.start)} - {clock(alert.end)}] watch {alert.watch_id} ({alert.level}): {alert.reason}",
+              flush=True)
+
+
+def _follow(memory: MemoryStore, frames: FrameStores, stream: str, watch_id: int, *, until_finished: bool,
+            as_json: bool) -> int:
+    """Print the watch's alerts as they are stored; returns the exit code (130 on Ctrl-C)."""
+    after = 0
+    try:
+        while True:
+            for alert in memory.alerts(watch_id=watch_id, after_id=after):
+                _print_alert(alert, as_json=as_json)
+                after = int(alert.id)
+            if until_finished and frames.exists(stream):
+                info = frames.open(stream).info()
+                finished = not info.live and (info.complete or info.lost is not None)
+                if finished and memory.watch_progress(watch_id) >= info.media_seconds - 1e-3:
+                    for alert in memory.alerts(watch_id=watch_id, after_id=after):
+                        _print_alert(alert, as_json=as_json)
+                    return 0
+            time.sleep(WATCH_POLL_SECONDS)
+    except KeyboardInterrupt:
+        print(f"lucy: interrupted; watch {watch_id} stays registered (`{lucy_command()} watch --delete {watch_id}` "
+              "removes it)", file=sys.stderr)
+        return EXIT_INTERRUPTED

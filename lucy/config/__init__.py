@@ -12,14 +12,18 @@ from typing import TYPE_CHECKING, Any
 from lucy.config.names import (
     CAPTIONER_BACKENDS,
     EMBEDDER_BACKENDS,
+    FRAME_BACKENDS,
     FRAME_CODECS,
     LEVEL_NAMES_HELP,
+    MEMORY_BACKENDS,
     REASONER_BACKENDS,
     TRANSCRIBER_BACKENDS,
     CaptionerBackend,
     EmbedderBackend,
+    FrameBackend,
     FrameCodec,
     Level,
+    MemoryBackend,
     ReasonerBackend,
     TranscriberBackend,
     check_level_name,
@@ -37,10 +41,11 @@ _LAZY = {"PRESETS": "lucy.config.presets", "LevelSpec": "lucy.config.presets", "
          "load_settings": "lucy.config.settings"}
 
 __all__ = [
-    "CAPTIONER_BACKENDS", "EMBEDDER_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP", "PRESETS", "REASONER_BACKENDS", "TRANSCRIBER_BACKENDS",
-    "CaptionerBackend", "EmbedderBackend",
-    "FrameCodec", "IngestSettings", "Level", "LevelSpec", "LucySettings", "Preset", "ReasonerBackend",
-    "TranscriberBackend", "check_level_name", "is_level_name", "load_settings", "summary_depth", "summary_level",
+    "CAPTIONER_BACKENDS", "EMBEDDER_BACKENDS", "FRAME_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP",
+    "MEMORY_BACKENDS", "PRESETS", "REASONER_BACKENDS", "TRANSCRIBER_BACKENDS", "CaptionerBackend", "EmbedderBackend",
+    "FrameBackend", "FrameCodec", "IngestSettings", "Level", "LevelSpec", "LucySettings", "MemoryBackend", "Preset",
+    "ReasonerBackend", "TranscriberBackend", "check_level_name", "is_level_name", "load_settings", "summary_depth",
+    "summary_level",
 ]
 
 

@@ -87,6 +87,14 @@ ReasonerBackend = Literal["lexical", "openai"]
 """Reasoners: lexical (embedded, deterministic, CPU), openai (any compatible chat model)."""
 REASONER_BACKENDS: tuple[str, ...] = get_args(ReasonerBackend)
 
+MemoryBackend = Literal["sqlite", "postgres"]
+"""Memory stores: sqlite (one file in the data directory, one machine), postgres (a shared PostgreSQL database)."""
+MEMORY_BACKENDS: tuple[str, ...] = get_args(MemoryBackend)
+
+FrameBackend = Literal["local", "s3"]
+"""Frame stores: local (Zarr in the data directory), s3 (Zarr in an S3 bucket, over obstore)."""
+FRAME_BACKENDS: tuple[str, ...] = get_args(FrameBackend)
+
 FrameCodec = Literal["jpeg", "jpegxl", "zstd"]
 """Per-frame compression in the frame store."""
 FRAME_CODECS: tuple[str, ...] = get_args(FrameCodec)

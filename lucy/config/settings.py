@@ -19,7 +19,15 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from lucy.config.names import CaptionerBackend, EmbedderBackend, FrameCodec, ReasonerBackend, TranscriberBackend
+from lucy.config.names import (
+    CaptionerBackend,
+    EmbedderBackend,
+    FrameBackend,
+    FrameCodec,
+    MemoryBackend,
+    ReasonerBackend,
+    TranscriberBackend,
+)
 from lucy.config.presets import PRESETS, Preset
 from lucy.errors import LucyError
 
@@ -64,6 +72,50 @@ class IngestSettings(_Section):
         description="Largest picture a source may have (width x height; 8K is 33.2 million). A larger one is "
                     "refused when the source opens, before any picture is decoded (a huge image costs "
                     "gigabytes of memory).")
+
+
+class FrameSettings(_Section):
+    """Where streams' frames are kept: Zarr in the data directory (local), or Zarr in an S3 bucket (s3)."""
+
+    backend: FrameBackend = Field(
+        "local", description="local (<data>/frames.zarr), s3 (an S3 bucket or any S3-compatible object store).")
+    s3_url: str = Field("", validate_default=True, max_length=1024,
+                        description="s3://bucket[/prefix] holding the streams (backend s3).")
+    s3_endpoint: str = Field(
+        "", max_length=1024,
+        description="http(s)://host[:port] of an S3-compatible server (empty: AWS S3 of s3_region).")
+    s3_region: str = Field("us-east-1", min_length=1, max_length=64, description="S3 region.")
+    s3_access_key_id: str = Field("", max_length=256, description="Access key id (empty: from the environment).")
+    s3_secret_access_key: SecretStr = Field(
+        SecretStr(""), max_length=4096, description="Secret access key (never logged; empty: from the environment).")
+    s3_retry_seconds: float = Field(
+        30.0, ge=0, le=3600,
+        description="How long a failed S3 request (server down, timeout, 5xx) is retried before it is an error.")
+    s3_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Time limit of one S3 request.")
+
+    @field_validator("s3_url")
+    @classmethod
+    def _bucket_url(cls, value: str, info: Any) -> str:
+        # A field validator, not a model one: a model's error would quote every field, the secret among them.
+        if info.data.get("backend") == "s3" and not value:
+            raise ValueError("frames.backend = 's3' needs frames.s3_url (s3://bucket[/prefix])")
+        if value and (not value.startswith("s3://") or not value[5:].split("/", 1)[0]):
+            raise ValueError("frames.s3_url must look like s3://bucket or s3://bucket/prefix")
+        return value
+
+    @field_validator("s3_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("frames.s3_endpoint must look like http(s)://host[:port]")
+            if parts.username is not None or parts.password is not None:
+                raise ValueError("put S3 credentials in frames.s3_access_key_id / s3_secret_access_key, "
+                                 "not in the endpoint")
+        return value
 
 
 DEFAULT_COARSE_INSTRUCTION = (
@@ -245,7 +297,15 @@ class EmbedderSettings(_Section):
 
 
 class MemorySettings(_Section):
-    """The memory store (SQLite) and the continuous coarse-caption builder that fills it during ingest."""
+    """The memory store (SQLite, or PostgreSQL on a cluster) and the continuous coarse-caption builder that fills it
+    during ingest."""
+
+    backend: MemoryBackend = Field(
+        "sqlite", description="sqlite (<data>/memory.sqlite, one machine), postgres (memory.postgres_dsn, shared).")
+    postgres_dsn: SecretStr | None = Field(
+        None, max_length=4096,
+        description="PostgreSQL connection string (postgresql://user:password@host:5432/db) when backend is "
+                    "postgres (never logged).")
 
     busy_timeout_seconds: float = Field(
         30.0, gt=0, le=600, description="How long a memory write waits for another process's write to finish.")
@@ -270,6 +330,12 @@ class MemorySettings(_Section):
         if initial is not None and value < initial:
             raise ValueError(f"retry_max_seconds ({value}) is below retry_initial_seconds ({initial})")
         return value
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_dsn(self) -> MemorySettings:
+        if self.backend == "postgres" and self.postgres_dsn is None:
+            raise ValueError('memory.backend "postgres" needs memory.postgres_dsn')
+        return self
 
 
 def is_loopback_host(host: str) -> bool:
@@ -564,6 +630,7 @@ class LucySettings(BaseSettings):
     data: Path = Field(Path("lucy-data"), description="Data directory (frame store and memory).")
     preset: str = Field("live", description=f"Memory-level table, one of: {', '.join(PRESETS)}.")
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    frames: FrameSettings = Field(default_factory=FrameSettings)
     captioner: CaptionerSettings = Field(default_factory=CaptionerSettings)
     transcriber: TranscriberSettings = Field(default_factory=TranscriberSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)

@@ -27,6 +27,11 @@ so the two never touch the same chunk.
 
 :class:`ZarrFrameStores` is the catalogue of a data directory's streams (list, open, create, delete): nothing
 outside this module looks at these files.
+
+Where the groups live is a :class:`FrameRoot` (the catalogue) and a :class:`StreamPlace` (one stream): the folder
+``<data>/frames.zarr`` here (:class:`LocalRoot`), or a prefix of an S3 bucket
+(:class:`lucy.ingest.object_store.S3Root`). The store itself only talks to zarr, plus the few things a place does
+besides (reading the group's ``zarr.json``, creating and deleting a stream whole, retention's files).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import zarr
@@ -147,6 +152,119 @@ def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
     if codec == "zstd":
         return BytesCodec(), (ZstdCodec(level=3),)
     raise StoreError(f"unknown frame codec {codec!r}")
+
+
+class _Retention(Protocol):
+    """What a store's retention side does (:class:`_RetentionRecord` on local files)."""
+
+    def state(self) -> RetentionState: ...
+    def stored_bytes(self) -> int: ...
+    def save_accounting(self) -> None: ...
+    def thin_before(self, t: float, keep_fps: float) -> int: ...
+    def drop_before(self, t: float) -> int: ...
+
+
+class StreamPlace(Protocol):
+    """Where one stream's Zarr group lives."""
+
+    name: str
+    where: str  # for messages: the folder or the object prefix
+
+    def zarr(self, sub: str = "") -> Any:
+        """What zarr opens: the group (``sub`` empty) or the array ``sub`` of it."""
+
+    def read_meta(self) -> bytes:
+        """The group's ``zarr.json`` as stored now (:class:`FileNotFoundError` once the stream is gone)."""
+
+    def retention(self, store: ZarrFrameStore) -> _Retention:
+        """The stream's retention side, working on ``store``'s frames."""
+
+
+class FrameRoot(Protocol):
+    """Where a catalogue's streams live (one :class:`StreamPlace` each). Names are checked by the caller."""
+
+    describe: str  # for messages
+
+    def names(self) -> list[str]: ...
+    def exists(self, name: str) -> bool: ...
+    def place(self, name: str) -> StreamPlace: ...
+
+    def create(self, name: str, build: Callable[[Any], None]) -> StreamPlace:
+        """Make the stream with ``build(what zarr opens)``, so that it appears whole, or not at all; refuse an
+        existing one (:class:`StoreError`)."""
+
+    def delete(self, name: str) -> bool: ...
+
+
+class LocalPlace:
+    """A stream's folder, ``<data>/frames.zarr/<stream>``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+        self.where = str(path)
+
+    def zarr(self, sub: str = "") -> Path:
+        return self.path / sub if sub else self.path
+
+    def read_meta(self) -> bytes:
+        with open(self.path / "zarr.json", "rb") as f:
+            return f.read()
+
+    def retention(self, store: ZarrFrameStore) -> _RetentionRecord:
+        return _RetentionRecord(self.path, store._all_times, store._chunk_path)
+
+
+class LocalRoot:
+    """The streams of ``<data>/frames.zarr``: one folder each, made aside and renamed into place."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = Path(data)
+        self.describe = str(self.data)
+
+    def _path(self, name: str) -> Path:
+        return frames_root(self.data) / name
+
+    def names(self) -> list[str]:
+        return list_streams(self.data)
+
+    def exists(self, name: str) -> bool:
+        return _is_stream(self._path(name))
+
+    def place(self, name: str) -> LocalPlace:
+        path = self._path(name)
+        if not (path / "zarr.json").is_file():
+            raise StoreError(f"no stream named {name!r} in {self.data}")
+        return LocalPlace(path)
+
+    def create(self, name: str, build: Callable[[Any], None]) -> LocalPlace:
+        path = self._path(name)
+        if path.exists():
+            raise StoreError(f"stream {name!r} already exists in {self.data}")
+        ensure_frames_root(self.data)
+        tmp = path.with_name(f".{name}.creating")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build(tmp)
+        tmp.rename(path)  # the stream appears whole, or not at all
+        return LocalPlace(path)
+
+    def delete(self, name: str) -> bool:
+        """Move the stream's group aside at once (readers see it gone, a new stream of that name can be
+        created), then delete its files."""
+        path = self._path(name)
+        if not path.exists():
+            return False
+        doomed = path.with_name(f".{name}.deleting.{os.getpid()}.{threading.get_ident()}")
+        try:
+            path.rename(doomed)
+        except FileNotFoundError:
+            return False
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+
+def _root(data: Path | FrameRoot) -> FrameRoot:
+    return LocalRoot(data) if isinstance(data, (str, os.PathLike)) else data
 
 
 class _RetentionRecord:
@@ -338,81 +456,80 @@ class ZarrFrameStore(FrameStore):
     """A stream's frames in Zarr. Opened through :class:`ZarrFrameStores`: ``create`` / ``open_writer`` (the
     stream's one writer) or ``open`` (readers)."""
 
-    def __init__(self, path: Path, *, writable: bool) -> None:
-        self.path = path
-        self.name = path.name
+    def __init__(self, place: StreamPlace, *, writable: bool) -> None:
+        self.place = place
+        self.name = place.name
         self._writable = writable
         self._lock = threading.Lock()  # one reader object may serve several threads
         self._times_cache = np.empty(0, dtype=np.float64)
         self._frames: zarr.Array | None = None
         self._times: zarr.Array | None = None
         self._capacity = -1
-        self._retention = _RetentionRecord(path, self._all_times, self._chunk_path)
+        self._retention = place.retention(self)
         self._head: tuple[RetentionState, int, np.ndarray] | None = None  # frames kept before thinned_before
         self._chunk_key: Any = None
         self._audio: tuple[zarr.Array, zarr.Array, zarr.Array] | None = None
         self._audio_cache: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0, dtype=np.int64))
         self._attrs = self._read_attrs()
         if self._attrs.get("format") != FORMAT_VERSION:
-            raise StoreError(f"{path} is not a Lucy frame store of format {FORMAT_VERSION}")
+            raise StoreError(f"{place.where} is not a Lucy frame store of format {FORMAT_VERSION}")
+
+    @property
+    def path(self) -> Path:
+        """The stream's folder (local stores only)."""
+        if not isinstance(self.place, LocalPlace):
+            raise StoreError(f"stream {self.name!r} is not in a local folder ({self.place.where})")
+        return self.place.path
 
     # ----------------------------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, data: Path, name: str) -> ZarrFrameStore:
-        path = frames_root(data) / check_stream_name(name)
-        if not (path / "zarr.json").is_file():
-            raise StoreError(f"no stream named {name!r} in {data}")
-        return cls(path, writable=False)
+    def open(cls, data: Path | FrameRoot, name: str) -> ZarrFrameStore:
+        """Open a stream for reading; ``data`` is a data directory or a :class:`FrameRoot`."""
+        return cls(_root(data).place(check_stream_name(name)), writable=False)
 
     @classmethod
-    def open_writer(cls, data: Path, name: str) -> ZarrFrameStore:
+    def open_writer(cls, data: Path | FrameRoot, name: str) -> ZarrFrameStore:
         """Open an existing stream to append to it (one writer per stream)."""
-        path = frames_root(data) / check_stream_name(name)
-        if not (path / "zarr.json").is_file():
-            raise StoreError(f"no stream named {name!r} in {data}")
-        return cls(path, writable=True)
+        return cls(_root(data).place(check_stream_name(name)), writable=True)
 
     @classmethod
     def create(
-        cls, data: Path, name: str, *, source: str, source_id: str, live: bool,
+        cls, data: Path | FrameRoot, name: str, *, source: str, source_id: str, live: bool,
         width: int, height: int, stored_fps: float, codec: str, quality: int, audio: bool = False,
     ) -> ZarrFrameStore:
         """Create a new stream. ``source_id`` is kept so that a resumed ingest can refuse another source: pass
         :func:`lucy.ingest.source.stored_source_id`, never an identity in clear. ``source`` is stored redacted.
         ``audio``: the source has sound (its arrays are made now); a source without pictures has width and
         height 0 (its frames array is never written)."""
-        path = frames_root(data) / check_stream_name(name)
-        if path.exists():
-            raise StoreError(f"stream {name!r} already exists in {data}")
-        ensure_frames_root(data)
+        check_stream_name(name)
         serializer, compressors = _serializer(codec, quality)
-        tmp = path.with_name(f".{name}.creating")
-        shutil.rmtree(tmp, ignore_errors=True)
-        group = zarr.open_group(tmp, mode="w", zarr_format=3)
-        h, w = max(1, height), max(1, width)  # zarr wants chunks of some size, even for a stream without pictures
-        group.create_array("frames", shape=(0, h, w, 3), chunks=(1, h, w, 3), dtype="uint8",
-                           serializer=serializer, compressors=compressors, fill_value=0)
-        group.create_array("times", shape=(0,), chunks=(_TIMES_CHUNK,), dtype="float64",
-                           compressors=(ZstdCodec(level=3),), fill_value=math.nan)
-        if audio:
-            _create_audio_arrays(group)
-        group.update_attributes({
-            "format": FORMAT_VERSION, "source": redact_url(source), "source_id": source_id, "live": live,
-            "stored_fps": stored_fps, "width": width, "height": height, "codec": codec,
-            "committed": 0, "first_time": None, "last_time": None, "wall_start": None,
-            "complete": False, "lost": None, "gaps": [], "created": time.time(),
-            **({"audio_rate": AUDIO_RATE, "audio_blocks": 0, "audio_until": 0.0, "audio_samples": 0} if audio else {}),
-        })
-        tmp.rename(path)  # the stream appears whole, or not at all
-        return cls(path, writable=True)
+
+        def build(where: Any) -> None:
+            group = zarr.open_group(where, mode="w", zarr_format=3)
+            h, w = max(1, height), max(1, width)  # zarr wants chunks of some size, even for a stream without pictures
+            group.create_array("frames", shape=(0, h, w, 3), chunks=(1, h, w, 3), dtype="uint8",
+                               serializer=serializer, compressors=compressors, fill_value=0)
+            group.create_array("times", shape=(0,), chunks=(_TIMES_CHUNK,), dtype="float64",
+                               compressors=(ZstdCodec(level=3),), fill_value=math.nan)
+            if audio:
+                _create_audio_arrays(group)
+            group.update_attributes({
+                "format": FORMAT_VERSION, "source": redact_url(source), "source_id": source_id, "live": live,
+                "stored_fps": stored_fps, "width": width, "height": height, "codec": codec,
+                "committed": 0, "first_time": None, "last_time": None, "wall_start": None,
+                "complete": False, "lost": None, "gaps": [], "created": time.time(),
+                **({"audio_rate": AUDIO_RATE, "audio_blocks": 0, "audio_until": 0.0, "audio_samples": 0}
+                   if audio else {}),
+            })
+
+        return cls(_root(data).create(name, build), writable=True)
 
     # ----------------------------------------------------------------------------------- metadata
 
     def _read_attrs(self) -> dict[str, Any]:
         try:
-            with open(self.path / "zarr.json", "rb") as f:
-                return json.load(f).get("attributes", {})
+            return json.loads(self.place.read_meta()).get("attributes", {})
         except FileNotFoundError:
             raise StoreError(f"stream {self.name!r} was removed") from None
 
@@ -423,7 +540,7 @@ class ZarrFrameStore(FrameStore):
     def _write_attrs(self, **changes: Any) -> None:
         self._check_writable()
         self._attrs.update(changes)
-        zarr.open_group(self.path, mode="r+", zarr_format=3).update_attributes(self._attrs)
+        zarr.open_group(self.place.zarr(), mode="r+", zarr_format=3).update_attributes(self._attrs)
 
     def set_wall_start(self, wall_start: float) -> None:
         if self._attrs.get("wall_start") is None:
@@ -463,8 +580,8 @@ class ZarrFrameStore(FrameStore):
     def _arrays(self, needed: int) -> tuple[zarr.Array, zarr.Array]:
         """The two arrays, re-opened when their shape (which grows ahead of the data) is too small."""
         if self._frames is None or self._capacity < needed:
-            self._frames = zarr.open_array(self.path / "frames", mode="r+" if self._writable else "r")
-            self._times = zarr.open_array(self.path / "times", mode="r+" if self._writable else "r")
+            self._frames = zarr.open_array(self.place.zarr("frames"), mode="r+" if self._writable else "r")
+            self._times = zarr.open_array(self.place.zarr("times"), mode="r+" if self._writable else "r")
             self._capacity = self._frames.shape[0]
         assert self._times is not None
         return self._frames, self._times
@@ -570,7 +687,7 @@ class ZarrFrameStore(FrameStore):
         """The audio arrays, re-opened when their shape (which grows ahead of the data) is too small."""
         if self._audio is None or self._audio[0].shape[0] < needed:
             mode = "r+" if self._writable else "r"
-            self._audio = tuple(zarr.open_array(self.path / name, mode=mode)  # type: ignore[assignment]
+            self._audio = tuple(zarr.open_array(self.place.zarr(name), mode=mode)  # type: ignore[assignment]
                                 for name in ("audio", "audio_times", "audio_lengths"))
         assert self._audio is not None
         return self._audio
@@ -592,7 +709,7 @@ class ZarrFrameStore(FrameStore):
         self._check_writable()
         samples = np.asarray(samples, dtype=np.float32).reshape(-1)
         if self._attrs.get("audio_rate") is None:
-            _create_audio_arrays(zarr.open_group(self.path, mode="r+", zarr_format=3))
+            _create_audio_arrays(zarr.open_group(self.place.zarr(), mode="r+", zarr_format=3))
             self._write_attrs(audio_rate=AUDIO_RATE, audio_blocks=0, audio_until=0.0, audio_samples=0)
         if not len(samples):
             return self.audio_until()
@@ -707,47 +824,51 @@ class ZarrFrameStore(FrameStore):
 
 
 class ZarrFrameStores(FrameStores):
-    """The streams of ``<data>/frames.zarr``: one Zarr group per stream (see the module's docstring)."""
+    """The streams of ``<data>/frames.zarr`` (or of another :class:`FrameRoot`, e.g. an S3 bucket): one Zarr group
+    per stream (see the module's docstring)."""
 
-    def __init__(self, data: Path) -> None:
-        self.data = Path(data)
+    def __init__(self, data: Path | FrameRoot) -> None:
+        self.root = _root(data)
 
-    def _path(self, name: str) -> Path:
-        return frames_root(self.data) / check_stream_name(name)
+    @property
+    def data(self) -> Path:
+        """The data directory whose ``frames.zarr`` holds the streams (local stores only)."""
+        if not isinstance(self.root, LocalRoot):
+            raise StoreError(f"the frame store is not in a local folder ({self.root.describe})")
+        return self.root.data
 
     def names(self) -> list[str]:
-        return list_streams(self.data)
+        return self.root.names()
 
     def exists(self, name: str) -> bool:
-        return _is_stream(self._path(name))
+        return self.root.exists(check_stream_name(name))
 
     def open(self, name: str) -> ZarrFrameStore:
-        return ZarrFrameStore.open(self.data, name)
+        return ZarrFrameStore.open(self.root, name)
 
     def open_writer(self, name: str) -> ZarrFrameStore:
-        return ZarrFrameStore.open_writer(self.data, name)
+        return ZarrFrameStore.open_writer(self.root, name)
 
     def create(self, name: str, *, source: str, live: bool, width: int, height: int, stored_fps: float,
                codec: str, quality: int, audio: bool = False) -> ZarrFrameStore:
-        return ZarrFrameStore.create(self.data, name, source=source_identity(source)[0],
+        return ZarrFrameStore.create(self.root, name, source=source_identity(source)[0],
                                      source_id=stored_source_id(source), live=live, width=width, height=height,
                                      stored_fps=stored_fps, codec=codec, quality=quality, audio=audio)
 
     def delete(self, name: str) -> bool:
-        """Move the stream's group aside at once (readers see it gone, a new stream of that name can be
-        created), then delete its files."""
-        path = self._path(name)
-        if not path.exists():
-            return False
-        doomed = path.with_name(f".{name}.deleting.{os.getpid()}.{threading.get_ident()}")
-        try:
-            path.rename(doomed)
-        except FileNotFoundError:
-            return False
-        shutil.rmtree(doomed, ignore_errors=True)
-        return True
+        return self.root.delete(check_stream_name(name))
 
 
 def open_frames(settings: LucySettings) -> ZarrFrameStores:
-    """The frame stores of ``settings.data`` (nothing is created until a stream is)."""
-    return ZarrFrameStores(settings.data)
+    """The frame stores ``settings.frames`` names: ``<data>/frames.zarr`` (backend ``local``), or a prefix of an S3
+    bucket (backend ``s3``). Nothing is created until a stream is."""
+    frames = settings.frames
+    if frames.backend == "local":
+        return ZarrFrameStores(settings.data)
+    r = settings.retention
+    if r.full_seconds or r.keep_seconds or r.max_bytes:
+        raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported with "
+                         "frames.backend = 's3' yet: set them to 0 and use the bucket's lifecycle rules")
+    from lucy.ingest.object_store import S3Root  # obstore is imported only when used
+
+    return ZarrFrameStores(S3Root.from_settings(frames))

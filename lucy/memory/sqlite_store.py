@@ -591,13 +591,16 @@ class _WriteTransaction:
             self.db.execute("ROLLBACK")
 
 
-def open_memory(settings: LucySettings) -> SQLiteMemoryStore:
-    """The memory store of a data directory (created on first use)."""
-    return SQLiteMemoryStore.for_data(settings)
+def open_memory(settings: LucySettings) -> MemoryStore:
+    """The memory store that config names (this data directory's SQLite file by default; see
+    :mod:`lucy.memory.stores`, where the backend is picked)."""
+    from lucy.memory import stores
+
+    return stores.open_memory(settings)
 
 
-def open_existing_memory(settings: LucySettings) -> SQLiteMemoryStore | None:
-    """The memory store of a data directory, or None if it has none yet (reading never creates one)."""
-    if not (Path(settings.data) / DB_NAME).is_file():
-        return None
-    return SQLiteMemoryStore.for_data(settings)
+def open_existing_memory(settings: LucySettings) -> MemoryStore | None:
+    """The memory store that config names, or None if it holds nothing yet (reading never creates one)."""
+    from lucy.memory import stores
+
+    return stores.open_existing_memory(settings)

@@ -51,7 +51,8 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def _wait(driver: webdriver.Chrome, timeout: float = 90) -> WebDriverWait:
-    return WebDriverWait(driver, timeout, poll_frequency=0.25)
+    # a redraw between finding an element and reading it is retried, not a failure
+    return WebDriverWait(driver, timeout, poll_frequency=0.25, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def _open(driver: webdriver.Chrome, url: str) -> WebDriverWait:
@@ -111,10 +112,14 @@ def test_dashboard_shows_streams_memory_and_answers(shared_server: LucyServer, v
     assert len(texts) >= 3 and all(texts)
     assert status["caption"]["coarse_nodes"] == 3
     # the charts have time axes (wall clock, h:mm:ss); the timeline's axis is media time
+    def tick_texts(selector: str) -> list[str]:  # in one call: the charts are redrawn on every pushed tick
+        return browser.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)", selector)
+
     for chart in ("chart-lag", "chart-rate", "chart-host"):
-        ticks = [e.text for e in browser.find_elements(By.CSS_SELECTOR, f"#{chart} text.tick-time")]
+        ticks = tick_texts(f"#{chart} text.tick-time")
         assert len(ticks) >= 2 and all(H_MM_SS.match(t) for t in ticks), (chart, ticks)
-    assert "2:30" in [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#timeline text.tick-time")]
+    assert "2:30" in tick_texts("#timeline text.tick-time")
     # the live thumbnail: the stream's newest frame
     wait.until(lambda d: d.execute_script(
         "const i = document.querySelector('tr[data-stream=\"lobby\"] td.thumb img'); return i && i.naturalWidth > 0"))

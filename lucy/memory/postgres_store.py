@@ -41,6 +41,7 @@ from psycopg.conninfo import conninfo_to_dict
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
+from lucy.memory.rows import ALERT_COLUMNS, NODE_COLUMNS, WATCH_COLUMNS, alert_filter, alert_of, node_of, watch_of
 from lucy.memory.store import MemoryStore, text_hash
 from lucy.watch.model import Alert, Watch
 
@@ -50,10 +51,6 @@ NOTIFY_CHANNEL = "lucy_nodes"
 NOTIFY_MAX_IDS = 500  # a NOTIFY payload must stay under 8000 bytes
 CONNECT_TIMEOUT_SECONDS = 10
 
-_NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
-_WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"
-_ALERT_COLUMNS = ('id, watch_id, stream, question, start, "end", reason, frame_time, level, created, event_end, '
-                  'llm_calls, caption_calls')
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits: the pieces SQLite's unicode61 tokenizer makes
 # Migrations hold this advisory lock (any 64-bit constant that no other lock of this database uses).
 _MIGRATION_LOCK = 0x4C7563794D656D  # "LucyMem"
@@ -100,7 +97,8 @@ def _v1_initial(db: Cursor) -> None:
     db.execute("CREATE INDEX nodes_parent ON nodes (parent)")  # ON DELETE SET NULL looks children up by parent
     db.execute("CREATE INDEX nodes_search ON nodes USING gin (search)")
     # One ingest node and one tail node per span: writes are idempotent, a span is never held twice.
-    db.execute(f"CREATE UNIQUE INDEX nodes_ingest_span ON nodes (stream, level, start) WHERE origin = '{INGEST_ORIGIN}'")
+    db.execute("CREATE UNIQUE INDEX nodes_ingest_span ON nodes (stream, level, start) "
+               f"WHERE origin = '{INGEST_ORIGIN}'")
     db.execute(f"CREATE UNIQUE INDEX nodes_tail_span ON nodes (stream, level, start) WHERE origin = '{TAIL_ORIGIN}'")
     db.execute("""
         CREATE TABLE questions (
@@ -196,11 +194,6 @@ def search_query(text: str) -> str:
     words = dict.fromkeys(w.lower() for w in _WORD.findall(text))  # dedupe, keep order
     return " or ".join(f'"{w}"' for w in words)
 
-
-def _row_node(row: Sequence[Any]) -> MemoryNode:
-    id_, stream, level, start, end, text, instruction, origin, parent, model, created = row[:11]
-    return MemoryNode(stream=stream, level=level, start=start, end=end, text=text, instruction=instruction,
-                      origin=origin, parent=parent, model=model, created=created, id=id_)
 
 
 def _span_key(node: MemoryNode) -> str:
@@ -393,10 +386,10 @@ class PostgresMemoryStore(MemoryStore):
         if node.origin == TAIL_ORIGIN:
             # One tail node per span, updated in place (its id may be the parent of deeper nodes); none once the
             # span has its ingest caption.
-            row = db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE stream = %s AND level = %s AND start = %s "
+            row = db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE stream = %s AND level = %s AND start = %s "
                              f"AND origin = %s", (*span, INGEST_ORIGIN)).fetchone()
             if row is not None:
-                return _row_node(row)
+                return node_of(row)
             row = db.execute('UPDATE nodes SET "end" = %s, text = %s, instruction = %s, parent = %s, model = %s, '
                              'created = %s WHERE stream = %s AND level = %s AND start = %s AND origin = %s '
                              'RETURNING id', (*values, *span, TAIL_ORIGIN)).fetchone()
@@ -407,8 +400,9 @@ class PostgresMemoryStore(MemoryStore):
                        "(SELECT 1 FROM nodes WHERE stream = %s AND level = %s AND start = %s AND origin = %s)",
                        (*span, TAIL_ORIGIN, *span, INGEST_ORIGIN))
             row = db.execute('UPDATE nodes SET "end" = %s, text = %s, instruction = %s, parent = %s, model = %s, '
-                             'created = %s, origin = %s WHERE stream = %s AND level = %s AND start = %s AND origin = %s '
-                             'RETURNING id', (*values, INGEST_ORIGIN, *span, TAIL_ORIGIN)).fetchone()
+                             'created = %s, origin = %s '
+                             'WHERE stream = %s AND level = %s AND start = %s AND origin = %s RETURNING id',
+                             (*values, INGEST_ORIGIN, *span, TAIL_ORIGIN)).fetchone()
             id_ = None if row is None else row[0]
         if id_ is None:
             id_, created = db.execute(self._INSERT, (
@@ -464,16 +458,16 @@ class PostgresMemoryStore(MemoryStore):
               end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
         where, params = self._where(stream, level, start, end, origin)
         # COLLATE "C": levels and streams sort by code point, as SQLite (and Python) sort them.
-        sql = f'SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY start, level COLLATE "C", id'
+        sql = f'SELECT {NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY start, level COLLATE "C", id'
         if limit is not None:
             sql += " LIMIT %s"
             params.append(int(limit))
-        return self._run(lambda c: [_row_node(r) for r in c.execute(sql, params).fetchall()])
+        return self._run(lambda c: [node_of(r) for r in c.execute(sql, params).fetchall()])
 
     def node(self, node_id: int) -> MemoryNode | None:
-        row = self._run(lambda c: c.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = %s",
+        row = self._run(lambda c: c.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = %s",
                                             (int(node_id),)).fetchone())
-        return None if row is None else _row_node(row)
+        return None if row is None else node_of(row)
 
     def count(self, stream: str, *, level: str | None = None, origin: str | None = None) -> int:
         where, params = self._where(stream, level, None, None, origin)
@@ -491,11 +485,11 @@ class PostgresMemoryStore(MemoryStore):
         where, params = self._where(stream, level, start, end, None)
         # ts_rank_cd: cover density, higher is better; normalisation 1 divides by 1 + log(length), as bm25 favours
         # the shorter of two texts that match alike.
-        sql = (f"SELECT {_NODE_COLUMNS}, ts_rank_cd(search, q, 1) AS rank "
+        sql = (f"SELECT {NODE_COLUMNS}, ts_rank_cd(search, q, 1) AS rank "
                f"FROM nodes, websearch_to_tsquery('lucy', %s) AS q WHERE search @@ q AND {where} "
                f"ORDER BY rank DESC, start, id LIMIT %s")
         rows = self._run(lambda c: c.execute(sql, [query, *params, int(limit)]).fetchall())
-        return [(_row_node(r), float(r[11])) for r in rows]
+        return [(node_of(r), float(r[11])) for r in rows]
 
     def versions(self, stream: str) -> dict[int, float]:
         return self._run(lambda c: dict(c.execute("SELECT id, created FROM nodes WHERE stream = %s",
@@ -603,13 +597,12 @@ class PostgresMemoryStore(MemoryStore):
                      cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created)
 
     def watches(self, stream: str | None = None) -> list[Watch]:
-        sql, params = f"SELECT {_WATCH_COLUMNS} FROM watches WHERE active", []
+        sql, params = f"SELECT {WATCH_COLUMNS} FROM watches WHERE active", []
         if stream is not None:
             sql += " AND stream = %s"
             params.append(stream)
         rows = self._run(lambda c: c.execute(sql + " ORDER BY id", params).fetchall())
-        return [Watch(id=r[0], stream=r[1], question=r[2], cooldown_seconds=r[3], webhook_url=r[4], created=r[5],
-                      active=bool(r[6])) for r in rows]
+        return [watch_of(r) for r in rows]
 
     def delete_watch(self, watch_id: int) -> bool:
         return self._run(lambda c: c.execute("UPDATE watches SET active = false WHERE id = %s AND active",
@@ -617,7 +610,7 @@ class PostgresMemoryStore(MemoryStore):
 
     def add_alert(self, alert: Alert) -> Alert:
         row = self._run(lambda c: c.execute(
-            f"INSERT INTO alerts ({_ALERT_COLUMNS.split(', ', 1)[1]}) "
+            f"INSERT INTO alerts ({ALERT_COLUMNS.split(', ', 1)[1]}) "
             f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (alert.watch_id, alert.stream, alert.question, float(alert.start), float(alert.end), alert.reason,
              float(alert.frame_time), alert.level, float(alert.created), float(alert.event_end),
@@ -626,17 +619,17 @@ class PostgresMemoryStore(MemoryStore):
 
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
                limit: int = 100) -> list[Alert]:
-        where, params = _alert_filter(stream, watch_id)
+        where, params = alert_filter(stream, watch_id, "%s")
         rows = self._run(lambda c: c.execute(
-            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {where} AND id > %s ORDER BY id LIMIT %s",
+            f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} AND id > %s ORDER BY id LIMIT %s",
             [*params, int(after_id), int(limit)]).fetchall())
-        return [_alert(r) for r in rows]
+        return [alert_of(r) for r in rows]
 
     def latest_alert(self, stream: str | None = None, *, watch_id: int | None = None) -> Alert | None:
-        where, params = _alert_filter(stream, watch_id)
+        where, params = alert_filter(stream, watch_id, "%s")
         row = self._run(lambda c: c.execute(
-            f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {where} ORDER BY id DESC LIMIT 1", params).fetchone())
-        return None if row is None else _alert(row)
+            f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} ORDER BY id DESC LIMIT 1", params).fetchone())
+        return None if row is None else alert_of(row)
 
     def alert_cursor(self, consumer: str) -> int | None:
         row = self._run(lambda c: c.execute("SELECT last_id FROM alert_cursors WHERE consumer = %s",
@@ -662,18 +655,3 @@ class PostgresMemoryStore(MemoryStore):
             raise KeyError(f"no watch with id {watch_id}")
 
 
-def _alert_filter(stream: str | None, watch_id: int | None) -> tuple[str, list[object]]:
-    """The WHERE condition (and its parameters) of alerts of ``stream`` / ``watch_id`` when given."""
-    clauses, params = ["true"], []
-    if stream is not None:
-        clauses.append("stream = %s")
-        params.append(stream)
-    if watch_id is not None:
-        clauses.append("watch_id = %s")
-        params.append(int(watch_id))
-    return " AND ".join(clauses), params
-
-
-def _alert(r: Sequence[Any]) -> Alert:
-    return Alert(id=r[0], watch_id=r[1], stream=r[2], question=r[3], start=r[4], end=r[5], reason=r[6],
-                 frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11], caption_calls=r[12])

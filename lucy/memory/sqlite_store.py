@@ -29,19 +29,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
+from lucy.memory.rows import ALERT_COLUMNS, NODE_COLUMNS, WATCH_COLUMNS, alert_filter, alert_of, node_of, watch_of
 from lucy.memory.store import MemoryStore, text_hash
 from lucy.watch.model import Alert, Watch
 
 DB_NAME = "memory.sqlite"
 
-_NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
 
 
 def _v1_initial(db: sqlite3.Connection) -> None:
@@ -160,10 +159,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vecto
                                                            _v4_alert_cursors]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"
 # AUTOINCREMENT: an alert id is never reused, even after its stream is deleted, so a poller's after_id stays valid.
-_ALERT_COLUMNS = ('id, watch_id, stream, question, start, "end", reason, frame_time, level, created, event_end, '
-                  'llm_calls, caption_calls')
 
 
 def fts_query(text: str) -> str:
@@ -175,11 +171,6 @@ def fts_query(text: str) -> str:
     words = dict.fromkeys(w.lower() for w in _WORD.findall(text))  # dedupe, keep order
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
-
-def _row_node(row: sqlite3.Row | tuple) -> MemoryNode:
-    id_, stream, level, start, end, text, instruction, origin, parent, model, created = row[:11]
-    return MemoryNode(stream=stream, level=level, start=start, end=end, text=text, instruction=instruction,
-                      origin=origin, parent=parent, model=model, created=created, id=id_)
 
 
 class SQLiteMemoryStore(MemoryStore):
@@ -317,10 +308,10 @@ class SQLiteMemoryStore(MemoryStore):
         if node.origin == TAIL_ORIGIN:
             # One tail node per span, updated in place (its id may be the parent of deeper nodes); none once the
             # span has its ingest caption.
-            row = db.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE stream = ? AND level = ? AND start = ? "
+            row = db.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE stream = ? AND level = ? AND start = ? "
                              f"AND origin = ?", (*span, INGEST_ORIGIN)).fetchone()
             if row is not None:
-                return _row_node(row)
+                return node_of(row)
             row = db.execute('UPDATE nodes SET "end" = ?, text = ?, instruction = ?, parent = ?, model = ?, '
                              'created = ? WHERE stream = ? AND level = ? AND start = ? AND origin = ? RETURNING id',
                              (*values, *span, TAIL_ORIGIN)).fetchone()
@@ -370,15 +361,15 @@ class SQLiteMemoryStore(MemoryStore):
     def nodes(self, stream: str, *, level: str | None = None, start: float | None = None,
               end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
         where, params = self._where(stream, level, start, end, origin)
-        sql = f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY start, level, id"
+        sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY start, level, id"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        return [_row_node(r) for r in self._db().execute(sql, params)]
+        return [node_of(r) for r in self._db().execute(sql, params)]
 
     def node(self, node_id: int) -> MemoryNode | None:
-        row = self._db().execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
-        return None if row is None else _row_node(row)
+        row = self._db().execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        return None if row is None else node_of(row)
 
     def count(self, stream: str, *, level: str | None = None, origin: str | None = None) -> int:
         where, params = self._where(stream, level, None, None, origin)
@@ -393,12 +384,12 @@ class SQLiteMemoryStore(MemoryStore):
         if not query:
             return []
         where, params = self._where(stream, level, start, end, None, alias="n")
-        cols = ", ".join(f"n.{c.strip()}" for c in _NODE_COLUMNS.split(","))
+        cols = ", ".join(f"n.{c.strip()}" for c in NODE_COLUMNS.split(","))
         # bm25() is lower-is-better (negative); the score returned is its negation, so higher is better.
         sql = (f"SELECT {cols}, bm25(nodes_fts) AS rank FROM nodes_fts JOIN nodes n ON n.id = nodes_fts.rowid "
                f"WHERE nodes_fts MATCH ? AND {where} ORDER BY rank, n.start LIMIT ?")
         rows = self._db().execute(sql, [query, *params, int(limit)]).fetchall()
-        return [(_row_node(r), -float(r[11])) for r in rows]
+        return [(node_of(r), -float(r[11])) for r in rows]
 
     def versions(self, stream: str) -> dict[int, float]:
         return dict(self._db().execute("SELECT id, created FROM nodes WHERE stream = ?", (stream,)).fetchall())
@@ -501,12 +492,11 @@ class SQLiteMemoryStore(MemoryStore):
                          cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created)
 
     def watches(self, stream: str | None = None) -> list[Watch]:
-        sql, params = f"SELECT {_WATCH_COLUMNS} FROM watches WHERE active = 1", []
+        sql, params = f"SELECT {WATCH_COLUMNS} FROM watches WHERE active = 1", []
         if stream is not None:
             sql += " AND stream = ?"
             params.append(stream)
-        return [Watch(id=r[0], stream=r[1], question=r[2], cooldown_seconds=r[3], webhook_url=r[4], created=r[5],
-                      active=bool(r[6])) for r in self._db().execute(sql + " ORDER BY id", params)]
+        return [watch_of(r) for r in self._db().execute(sql + " ORDER BY id", params)]
 
     def delete_watch(self, watch_id: int) -> bool:
         with self._write() as db:
@@ -516,7 +506,7 @@ class SQLiteMemoryStore(MemoryStore):
     def add_alert(self, alert: Alert) -> Alert:
         with self._write() as db:
             cur = db.execute(
-                f"INSERT INTO alerts ({_ALERT_COLUMNS.split(', ', 1)[1]}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO alerts ({ALERT_COLUMNS.split(', ', 1)[1]}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (alert.watch_id, alert.stream, alert.question, float(alert.start), float(alert.end), alert.reason,
                  float(alert.frame_time), alert.level, float(alert.created), float(alert.event_end),
                  int(alert.llm_calls), int(alert.caption_calls)))
@@ -524,16 +514,16 @@ class SQLiteMemoryStore(MemoryStore):
 
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
                limit: int = 100) -> list[Alert]:
-        where, params = _alert_filter(stream, watch_id)
-        rows = self._db().execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+        where, params = alert_filter(stream, watch_id, "?")
+        rows = self._db().execute(f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} AND id > ? ORDER BY id LIMIT ?",
                                   [*params, int(after_id), int(limit)])
-        return [_alert(r) for r in rows]
+        return [alert_of(r) for r in rows]
 
     def latest_alert(self, stream: str | None = None, *, watch_id: int | None = None) -> Alert | None:
-        where, params = _alert_filter(stream, watch_id)
-        row = self._db().execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {where} ORDER BY id DESC LIMIT 1",
+        where, params = alert_filter(stream, watch_id, "?")
+        row = self._db().execute(f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} ORDER BY id DESC LIMIT 1",
                                  params).fetchone()
-        return None if row is None else _alert(row)
+        return None if row is None else alert_of(row)
 
     def alert_cursor(self, consumer: str) -> int | None:
         row = self._db().execute("SELECT last_id FROM alert_cursors WHERE consumer = ?", (consumer,)).fetchone()
@@ -557,21 +547,6 @@ class SQLiteMemoryStore(MemoryStore):
                 raise KeyError(f"no watch with id {watch_id}")
 
 
-def _alert_filter(stream: str | None, watch_id: int | None) -> tuple[str, list[object]]:
-    """The WHERE condition (and its parameters) of alerts of ``stream`` / ``watch_id`` when given."""
-    clauses, params = ["1"], []
-    if stream is not None:
-        clauses.append("stream = ?")
-        params.append(stream)
-    if watch_id is not None:
-        clauses.append("watch_id = ?")
-        params.append(int(watch_id))
-    return " AND ".join(clauses), params
-
-
-def _alert(r: Sequence[Any]) -> Alert:
-    return Alert(id=r[0], watch_id=r[1], stream=r[2], question=r[3], start=r[4], end=r[5], reason=r[6],
-                 frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11], caption_calls=r[12])
 
 
 class _WriteTransaction:

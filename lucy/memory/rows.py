@@ -1,0 +1,47 @@
+"""What the SQL memory stores (:mod:`lucy.memory.sqlite_store`, :mod:`lucy.memory.postgres_store`) share: the
+columns they read, in order, and the records made from a row of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lucy.memory.nodes import MemoryNode
+from lucy.watch.model import Alert, Watch
+
+NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
+WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"
+ALERT_COLUMNS = ('id, watch_id, stream, question, start, "end", reason, frame_time, level, created, event_end, '
+                 'llm_calls, caption_calls')
+
+
+def node_of(row: Sequence[Any]) -> MemoryNode:
+    """A node from a row of :data:`NODE_COLUMNS`."""
+    id_, stream, level, start, end, text, instruction, origin, parent, model, created = row[:11]
+    return MemoryNode(stream=stream, level=level, start=start, end=end, text=text, instruction=instruction,
+                      origin=origin, parent=parent, model=model, created=created, id=id_)
+
+
+def watch_of(r: Sequence[Any]) -> Watch:
+    """A watch from a row of :data:`WATCH_COLUMNS`."""
+    return Watch(id=r[0], stream=r[1], question=r[2], cooldown_seconds=r[3], webhook_url=r[4], created=r[5],
+                 active=bool(r[6]))
+
+
+def alert_of(r: Sequence[Any]) -> Alert:
+    """An alert from a row of :data:`ALERT_COLUMNS`."""
+    return Alert(id=r[0], watch_id=r[1], stream=r[2], question=r[3], start=r[4], end=r[5], reason=r[6],
+                 frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11], caption_calls=r[12])
+
+
+def alert_filter(stream: str | None, watch_id: int | None, placeholder: str) -> tuple[str, list[object]]:
+    """The WHERE condition (and its parameters) of alerts of ``stream`` / ``watch_id`` when given; ``placeholder``
+    is the driver's parameter mark (``?`` for sqlite3, ``%s`` for psycopg)."""
+    clauses, params = ["1 = 1"], []
+    if stream is not None:
+        clauses.append(f"stream = {placeholder}")
+        params.append(stream)
+    if watch_id is not None:
+        clauses.append(f"watch_id = {placeholder}")
+        params.append(int(watch_id))
+    return " AND ".join(clauses), params

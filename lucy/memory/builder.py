@@ -464,11 +464,11 @@ class CoarseBuilder:
                                   text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
                 await asyncio.to_thread(self.memory.add, node)
                 if self.checker is not None:  # never raises: a failed check is logged and counted
-                    if self.speech is not None and await self.checker.has_watches():
-                        # what was said in the span is checked with what was seen
-                        await self.speech.transcript_of(job.k, job.start, job.end,
-                                                        self.settings.transcriber.caption_waits_seconds)
-                    await self.checker.check_span(job.start, job.end, slots=self._slots)
+                    speech, wait = self.speech, self.settings.transcriber.caption_waits_seconds
+                    # what was said in the span is checked with what was seen (waited for only when there are watches)
+                    heard = None if speech is None else (
+                        lambda job=job: speech.transcript_of(job.k, job.start, job.end, wait))
+                    await self.checker.check_span(job.start, job.end, slots=self._slots, heard=heard)
             self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
             self._enqueued.discard(job.k)
             if self._done[job.k] >= self._pending.get(job.k, job.end) - _EPS:

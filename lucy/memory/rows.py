@@ -3,6 +3,7 @@ columns they read, in order, and the records made from a row of them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,24 @@ NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, pare
 WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"
 ALERT_COLUMNS = ('id, watch_id, stream, question, start, "end", reason, frame_time, level, created, event_end, '
                  'llm_calls, caption_calls')
+
+
+QUESTION_COLUMNS = "id, question, options, horizon, asked, answer, answered"
+
+
+def question_of(stream: str, row: Sequence[Any]) -> dict[str, object]:
+    """A question of ``stream`` as :meth:`MemoryStore.questions` gives it, from a row of :data:`QUESTION_COLUMNS`."""
+    id_, question, options, horizon, asked, answer, answered = row
+    return {"id": id_, "stream": stream, "question": question, "options": json.loads(options), "horizon": horizon,
+            "asked": asked, "answer": None if answer is None else json.loads(answer), "answered": answered}
+
+
+def check_watch(question: str, cooldown_seconds: float) -> None:
+    """Refuse a watch with no question or a negative cooldown (ValueError), before any write."""
+    if not question.strip():
+        raise ValueError("a watch needs a question")
+    if cooldown_seconds < 0:
+        raise ValueError(f"cooldown_seconds must be 0 or more, not {cooldown_seconds}")
 
 
 def node_of(row: Sequence[Any]) -> MemoryNode:

@@ -35,7 +35,18 @@ import numpy as np
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
-from lucy.memory.rows import ALERT_COLUMNS, NODE_COLUMNS, WATCH_COLUMNS, alert_filter, alert_of, node_of, watch_of
+from lucy.memory.rows import (
+    ALERT_COLUMNS,
+    NODE_COLUMNS,
+    QUESTION_COLUMNS,
+    WATCH_COLUMNS,
+    alert_filter,
+    alert_of,
+    check_watch,
+    node_of,
+    question_of,
+    watch_of,
+)
 from lucy.memory.store import MemoryStore, text_hash
 from lucy.watch.model import Alert, Watch
 
@@ -467,21 +478,16 @@ class SQLiteMemoryStore(MemoryStore):
 
     def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
         rows = self._db().execute(
-            "SELECT id, question, options, horizon, asked, answer, answered FROM questions "
+            f"SELECT {QUESTION_COLUMNS} FROM questions "
             "WHERE stream = ? ORDER BY id DESC LIMIT ?", (stream, int(limit)))
-        return [{"id": id_, "stream": stream, "question": q, "options": json.loads(opts), "horizon": horizon,
-                 "asked": asked, "answer": None if answer is None else json.loads(answer), "answered": answered}
-                for id_, q, opts, horizon, asked, answer, answered in rows]
+        return [question_of(stream, row) for row in rows]
 
 
     # ----------------------------------------------------------------------------------- watches
 
     def add_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
                   webhook_url: str | None = None) -> Watch:
-        if not question.strip():
-            raise ValueError("a watch needs a question")
-        if cooldown_seconds < 0:
-            raise ValueError(f"cooldown_seconds must be 0 or more, not {cooldown_seconds}")
+        check_watch(question, cooldown_seconds)
         until = self.captioned_until(stream)
         with self._write() as db:
             created = time.time()

@@ -32,7 +32,7 @@ import collections
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from lucy.config import Level, LucySettings
 from lucy.ingest.frames import FrameStore, FrameStores
@@ -82,11 +82,12 @@ class WatchChecker:
         self._confirmed: dict[int, collections.deque[float]] = {}  # watch id -> monotonic times of confirmations
         self._last_yes: dict[int, float] = {}  # watch id -> media end of its latest yes
 
-    async def check_span(self, start: float, end: float, *,
-                         slots: asyncio.Semaphore | None = None) -> list[Alert]:
+    async def check_span(self, start: float, end: float, *, slots: asyncio.Semaphore | None = None,
+                         heard: Callable[[], Awaitable[object]] | None = None) -> list[Alert]:
         """Check every stored coarse span up to ``end`` that a watch of the stream has not checked yet (normally
         just ``[start, end)``, the span that closed); returns the alerts stored. ``slots``: the builder's caption
-        slots, which confirmation captions share (default: one at a time)."""
+        slots, which confirmation captions share (default: one at a time); ``heard``: awaited before checking when
+        the stream has watches (the builder's wait for the span's transcript)."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         slots = slots or asyncio.Semaphore(1)
@@ -101,6 +102,8 @@ class WatchChecker:
                 log.warning("watches of %s: cannot read them (%r); checked with the next span", self.stream, err)
                 self.stats.add(errors=1)
                 return []
+            if watches and heard is not None:
+                await heard()
             alerts: list[Alert] = []
             for node in nodes:
                 # Due: the watches whose progress stops where this span starts. A watch whose progress is past it
@@ -114,13 +117,6 @@ class WatchChecker:
                     progress[watch.id] = node.end
                     await asyncio.to_thread(self.memory.set_watch_progress, watch.id, node.end)
             return alerts
-
-    async def has_watches(self) -> bool:
-        """Whether the stream has an active watch now (False when the store cannot say)."""
-        try:
-            return bool(await asyncio.to_thread(self.memory.watches, self.stream))
-        except Exception:  # noqa: BLE001  (check_span says it and retries)
-            return False
 
     async def aclose(self) -> None:
         """Close the reasoner (on the loop that used it)."""

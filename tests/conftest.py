@@ -1,15 +1,20 @@
-"""Shared fixtures: generated videos, isolated data directories and a way to run the `lucy` CLI."""
+"""Shared fixtures: isolated data directories, a way to run the `lucy` CLI, and the real servers several test
+folders use (PostgreSQL, a SeaweedFS S3 server), one each per test session."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lucy.config import LucySettings, load_settings
+from lucy.testing.waiting import ServerUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +43,48 @@ def _run_lucy(*args: str, timeout: float = 120, env: dict[str, str] | None = Non
 def run_lucy():
     """Run the real ``lucy`` CLI in a child process: ``run_lucy("streams", "--json", timeout=60)``."""
     return _run_lucy
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One PostgreSQL server for the test session, stopped at its end. Fails (never skips) without PostgreSQL."""
+    from lucy.testing.postgres import PostgresServer
+
+    root = Path(tempfile.mkdtemp(prefix="lucy-pg-"))
+    try:
+        server = PostgresServer(root)
+        server.start()
+    except ServerUnavailable as err:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(str(err), pytrace=False)
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server):
+    """The DSN of an empty database of its own on the session's server (dropped afterwards)."""
+    dsn = postgres_server.create_database()
+    yield dsn
+    postgres_server.drop_database(dsn)
+
+
+@pytest.fixture(scope="session")
+def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One SeaweedFS S3 server (``weed mini``) for the test session. Fails (never skips) without it."""
+    from lucy.testing.seaweedfs import Weed
+
+    try:
+        server = Weed(tmp_path_factory.mktemp("seaweedfs"))
+        server.start()
+    except ServerUnavailable as err:
+        pytest.fail(str(err), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()

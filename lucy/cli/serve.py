@@ -13,10 +13,15 @@ from lucy.cli.common import ConfigOption, DataOption, PresetOption, VerboseOptio
 def serve(host: Annotated[str | None, typer.Option(
               show_default=False, help="Address to bind (default 127.0.0.1; others need service.api_token).")] = None,
           port: Annotated[int | None, typer.Option(show_default=False, help="TCP port (default 8321).")] = None,
+          cluster: Annotated[str | None, typer.Option(
+              show_default=False, metavar="ADDRESS",
+              help="Serve as one replica of a Ray cluster (its head's address, or auto): streams are recorded by "
+                   "owners on the cluster's ingest nodes; memory is in PostgreSQL and frames in S3.")] = None,
           data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
           verbose: VerboseOption = 0) -> int:
     """Serve the HTTP API, MQTT bridge, metrics and dashboard."""
-    settings = load(data, config, preset, verbose, **{"service.host": host, "service.port": port})
+    settings = load(data, config, preset, verbose,
+                    **{"service.host": host, "service.port": port, "cluster.address": cluster})
     from lucy.service.server import serve as run_server
 
     return run_server(settings)

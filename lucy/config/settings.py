@@ -621,6 +621,31 @@ class AlertSettings(_Section):
         return self
 
 
+class ClusterSettings(_Section):
+    """Lucy on a Ray cluster (``lucy serve --cluster ADDRESS``): one owner actor per stream on nodes that offer the
+    ``ingest_resource``, memory in PostgreSQL (``memory.backend = "postgres"``) and frames in S3
+    (``frames.backend = "s3"``). Empty address: one machine, no cluster."""
+
+    address: str = Field(
+        "", max_length=1024,
+        description="Ray cluster address (host:port of the head's GCS, ray://host:10001, or auto); empty: no cluster.")
+    namespace: str = Field("lucy", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                           description="Ray namespace of the stream owners (one per Lucy installation).")
+    ingest_resource: str = Field(
+        "ingest", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Ray custom resource a node offers to own streams (one unit per stream).")
+    owner_cpus: float = Field(0.5, ge=0, le=64, description="CPUs Ray reserves for each stream owner.")
+    lease_seconds: float = Field(
+        10.0, gt=0.5, le=600,
+        description="How long a stream owner's lease lasts without renewal (renewed every third of it).")
+    reconcile_seconds: float = Field(
+        2.0, gt=0, le=600, description="How often each API replica reconciles the wanted streams with their owners.")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.address)
+
+
 class LucySettings(BaseSettings):
     """Everything Lucy can be told. Nested sections map to TOML tables and ``LUCY_SECTION__KEY`` variables."""
 
@@ -642,6 +667,7 @@ class LucySettings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     watch: WatchSettings = Field(default_factory=WatchSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
 
     @field_validator("preset")
     @classmethod
@@ -653,6 +679,13 @@ class LucySettings(BaseSettings):
     @property
     def levels(self) -> Preset:
         return PRESETS[self.preset]
+
+    @model_validator(mode="after")
+    def _cluster_has_shared_stores(self) -> LucySettings:
+        if self.cluster.enabled and (self.memory.backend != "postgres" or self.frames.backend != "s3"):
+            raise ValueError('a cluster (cluster.address) needs shared stores: memory.backend = "postgres" and '
+                             'frames.backend = "s3"')
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -273,6 +273,12 @@ class S3Root:
                 raise StoreError(f"stream {name!r} already exists in {self.describe}") from None
         return S3Place(self, name)
 
+    def clear(self) -> int:
+        """Delete every object under this root (no stream survives it); returns how many there were."""
+        keys = self._keys("")
+        self._delete(keys)
+        return len(keys)
+
     def delete(self, name: str) -> bool:
         """The group's ``zarr.json`` first (the stream is gone for everyone), then the rest of its objects."""
         if not self._has(f"{name}/zarr.json"):

@@ -652,13 +652,8 @@ class ZarrFrameStore(FrameStore):
         index = available[pick_rate(times[available], start, end, fps)]
         if len(index) == 0:
             return self._empty_clip()
-        with self._lock:
-            frames_arr, _ = self._arrays(len(times))
+        frames = self._frames_at(index, len(times))
         first, last = int(index[0]), int(index[-1]) + 1
-        if last - first == len(index):
-            frames = frames_arr[first:last]
-        else:
-            frames = frames_arr.get_orthogonal_selection((index,))
         after = self.retention_state()
         if after != state:  # retention went on while the chunks were read: leave out what it may have deleted
             keep = np.isin(index, self._available(times, first, last, after))
@@ -666,6 +661,27 @@ class ZarrFrameStore(FrameStore):
             if len(index) == 0:
                 return self._empty_clip()
         return Clip(np.asarray(frames), times[index].copy())
+
+    def read_at(self, index: np.ndarray) -> Clip:
+        """The committed frames at ``index`` (sorted, unique indices below :meth:`committed`), with their times.
+        Retention is not consulted: for callers that picked the indices themselves (a store without retention)."""
+        times = self._all_times()
+        index = np.asarray(index, dtype=np.int64)
+        if len(index) == 0:
+            return self._empty_clip()
+        if index[0] < 0 or index[-1] >= len(times):
+            raise StoreError(f"stream {self.name!r}: frames {index[0]}..{index[-1]} asked, {len(times)} committed")
+        return Clip(self._frames_at(index, len(times)), times[index].copy())
+
+    def _frames_at(self, index: np.ndarray, committed: int) -> np.ndarray:
+        """The pixels of the frames at ``index`` (sorted, unique, below ``committed``): one slice when they are
+        consecutive, else an orthogonal selection."""
+        with self._lock:
+            frames_arr, _ = self._arrays(committed)
+        first, last = int(index[0]), int(index[-1]) + 1
+        if last - first == len(index):
+            return np.asarray(frames_arr[first:last])
+        return np.asarray(frames_arr.get_orthogonal_selection((index,)))
 
     def _empty_clip(self) -> Clip:
         h, w = self._attrs["height"], self._attrs["width"]
@@ -859,12 +875,18 @@ class ZarrFrameStores(FrameStores):
         return self.root.delete(check_stream_name(name))
 
 
-def open_frames(settings: LucySettings) -> ZarrFrameStores:
+def open_frames(settings: LucySettings) -> FrameStores:
     """The frame stores ``settings.frames`` names: ``<data>/frames.zarr`` (backend ``local``), or a prefix of an S3
-    bucket (backend ``s3``). Nothing is created until a stream is."""
+    bucket (backend ``s3``), catalogued in PostgreSQL on a cluster (``cluster.address``; see
+    :mod:`lucy.cluster.frames`). Nothing is created until a stream is."""
     frames = settings.frames
     if frames.backend == "local":
         return ZarrFrameStores(settings.data)
+    if settings.cluster.enabled:
+        from lucy.cluster.frames import ClusterFrameStores
+        from lucy.memory.stores import shared_postgres
+
+        return ClusterFrameStores(shared_postgres(settings), frames)
     r = settings.retention
     if r.full_seconds or r.keep_seconds or r.max_bytes:
         raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported with "

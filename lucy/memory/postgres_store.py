@@ -17,6 +17,9 @@ the engine's own tools:
 - One connection per thread (and per process), autocommit outside explicit write transactions. A connection that
   the server dropped (a restart, a failover) is replaced on the next call; a call whose connection broke before
   anything could have committed is retried once on a fresh one.
+- On a cluster, a stream's owner sets a fence (:meth:`PostgresMemoryStore.set_fence`, a lease of
+  :mod:`lucy.cluster.leases`): each write of that stream checks it in its own transaction, and a superseded owner's
+  writes are refused. The cluster's tables (leases, wanted streams, the frame catalogue) are migration 4.
 - Schema changes are an ordered list of migrations, each applied in one transaction under an advisory lock and
   recorded in ``schema_version``; a database from an earlier release is brought up to date, a newer one refused.
 
@@ -32,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import psycopg
@@ -67,6 +70,13 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits: the pieces SQL
 _MIGRATION_LOCK = 0x4C7563794D656D  # "LucyMem"
 
 Cursor = psycopg.Cursor[Any]
+
+
+class Fence(Protocol):
+    """What a stream's one writer checks inside each of its writes (:class:`lucy.cluster.leases.Lease`)."""
+
+    def check(self, db: Cursor, stream: str | None = None) -> None:
+        """Raise :class:`StoreError` unless this writer may still write ``stream``."""
 
 
 def _v1_initial(db: Cursor) -> None:
@@ -182,9 +192,37 @@ def _v3_watches(db: Cursor) -> None:
     db.execute("CREATE TABLE alert_cursors (consumer text PRIMARY KEY, last_id bigint NOT NULL)")
 
 
+def _v4_cluster(db: Cursor) -> None:
+    """Tables of Lucy on a cluster (:mod:`lucy.cluster`): leases, the streams wanted, and the frame catalogue."""
+    db.execute("""
+        CREATE TABLE cluster_leases (
+            stream  text        PRIMARY KEY,
+            owner   text        NOT NULL,
+            epoch   bigint      NOT NULL,
+            expires timestamptz NOT NULL
+        )""")
+    # What the cluster should record (one owner each); the spec holds the source as given, credentials included.
+    db.execute("CREATE TABLE cluster_streams (name text PRIMARY KEY, spec jsonb NOT NULL, "
+               "created double precision NOT NULL)")
+    db.execute("CREATE TABLE frame_streams (stream text PRIMARY KEY, meta jsonb NOT NULL)")
+    # One immutable segment per owner epoch: frames [first_index, first_index + frames) of the stream.
+    db.execute("""
+        CREATE TABLE frame_segments (
+            stream      text             NOT NULL REFERENCES frame_streams(stream) ON DELETE CASCADE,
+            epoch       bigint           NOT NULL,
+            first_index bigint           NOT NULL,
+            frames      bigint           NOT NULL DEFAULT 0,
+            first_time  double precision,
+            last_time   double precision,
+            audio_start double precision,
+            audio_until double precision NOT NULL DEFAULT 0,
+            PRIMARY KEY (stream, epoch)
+        )""")
+
+
 # Migration i brings a database from schema version i to i + 1 (version 0: no Lucy tables). Append only; never edit
 # a released step. Each runs in its own transaction, so it applies whole or not at all.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_v1_initial, _v2_vectors, _v3_watches]
+MIGRATIONS: list[Callable[[Cursor], None]] = [_v1_initial, _v2_vectors, _v3_watches, _v4_cluster]
 
 
 def redact_dsn(dsn: str) -> str:
@@ -228,6 +266,7 @@ class PostgresMemoryStore(MemoryStore):
         self._connections: dict[threading.Thread, psycopg.Connection[Any]] = {}
         self._pid = os.getpid()
         self._closed = False
+        self._fence: Fence | None = None
         if migrate:
             self._migrate()
 
@@ -333,6 +372,19 @@ class PostgresMemoryStore(MemoryStore):
                 raise self._error(err) from None
         raise AssertionError("unreachable")
 
+    def run(self, work: Callable[[Cursor], T], *, write: bool = False) -> T:
+        """``work`` on this thread's connection, for the cluster's own tables (:mod:`lucy.cluster`); as ``_run``."""
+        return self._run(work, write=write)
+
+    def set_fence(self, fence: Fence | None) -> None:
+        """Check ``fence`` inside every write of its stream (nodes, alerts, watch progress) from now on: the store
+        of a stream's owner on a cluster (:class:`lucy.cluster.leases.Lease`). None: no fence."""
+        self._fence = fence
+
+    def _fenced(self, db: Cursor, stream: str) -> None:
+        if self._fence is not None:
+            self._fence.check(db, stream)
+
     def _migrate(self) -> None:
         latest = len(MIGRATIONS)
         while True:  # one transaction per step; concurrent openers serialise on the lock and see the work done
@@ -433,6 +485,8 @@ class PostgresMemoryStore(MemoryStore):
         keys = sorted({_span_key(n) for n in nodes if n.origin in (INGEST_ORIGIN, TAIL_ORIGIN)})
 
         def write(db: Cursor) -> list[MemoryNode]:
+            for stream in sorted({n.stream for n in nodes}):
+                self._fenced(db, stream)
             if keys:
                 db.execute("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) "
                            "FROM (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k) AS spans", (keys,))
@@ -615,13 +669,16 @@ class PostgresMemoryStore(MemoryStore):
                                              (int(watch_id),)).rowcount > 0, write=True)
 
     def add_alert(self, alert: Alert) -> Alert:
-        row = self._run(lambda c: c.execute(
-            f"INSERT INTO alerts ({ALERT_COLUMNS.split(', ', 1)[1]}) "
-            f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (alert.watch_id, alert.stream, alert.question, float(alert.start), float(alert.end), alert.reason,
-             float(alert.frame_time), alert.level, float(alert.created), float(alert.event_end),
-             int(alert.llm_calls), int(alert.caption_calls))).fetchone(), write=True)
-        return replace(alert, id=int(row[0]))
+        def write(db: Cursor) -> Any:
+            self._fenced(db, alert.stream)
+            return db.execute(
+                f"INSERT INTO alerts ({ALERT_COLUMNS.split(', ', 1)[1]}) "
+                f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (alert.watch_id, alert.stream, alert.question, float(alert.start), float(alert.end), alert.reason,
+                 float(alert.frame_time), alert.level, float(alert.created), float(alert.event_end),
+                 int(alert.llm_calls), int(alert.caption_calls))).fetchone()
+
+        return replace(alert, id=int(self._run(write, write=True)[0]))
 
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
                limit: int = 100) -> list[Alert]:
@@ -655,8 +712,15 @@ class PostgresMemoryStore(MemoryStore):
         return float(row[0])
 
     def set_watch_progress(self, watch_id: int, checked_until: float) -> None:
-        updated = self._run(lambda c: c.execute("UPDATE watches SET checked_until = %s WHERE id = %s",
-                                                (float(checked_until), int(watch_id))).rowcount, write=True)
+        def write(db: Cursor) -> int:
+            if self._fence is not None:
+                row = db.execute("SELECT stream FROM watches WHERE id = %s", (int(watch_id),)).fetchone()
+                if row is not None:
+                    self._fenced(db, row[0])
+            return db.execute("UPDATE watches SET checked_until = %s WHERE id = %s",
+                              (float(checked_until), int(watch_id))).rowcount
+
+        updated = self._run(write, write=True)
         if updated == 0:
             raise KeyError(f"no watch with id {watch_id}")
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lucy.config import LucySettings
+from lucy.errors import StoreError
 from lucy.memory.store import MemoryStore
+
+if TYPE_CHECKING:
+    from lucy.memory.postgres_store import PostgresMemoryStore
 
 
 def open_memory(settings: LucySettings) -> MemoryStore:
@@ -38,3 +44,19 @@ def open_existing_memory(settings: LucySettings) -> MemoryStore | None:
     if not (Path(settings.data) / DB_NAME).is_file():
         return None
     return SQLiteMemoryStore.for_data(settings)
+
+
+def shared_postgres(settings: LucySettings) -> PostgresMemoryStore:
+    """One PostgreSQL handle per process and database, for readers of the cluster's tables (the frame catalogue)
+    that open often (each question opens its stream's frames): its connections, one per thread, are reused."""
+    dsn = settings.memory.postgres_dsn
+    if dsn is None:
+        raise StoreError('memory.backend is "postgres" but memory.postgres_dsn is not set')
+    return _postgres(dsn.get_secret_value(), settings.memory.busy_timeout_seconds)
+
+
+@functools.cache
+def _postgres(dsn: str, lock_timeout_seconds: float) -> PostgresMemoryStore:
+    from lucy.memory.postgres_store import PostgresMemoryStore
+
+    return PostgresMemoryStore(dsn, lock_timeout_seconds=lock_timeout_seconds)

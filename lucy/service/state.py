@@ -78,7 +78,12 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> 
     frames = open_frames(settings)
     store = memory or open_memory(settings)
     store.add_observer(NodeAnnouncer(bus))
-    manager = StreamManager(settings, store, bus, frames=frames)
+    if settings.cluster.enabled:
+        from lucy.cluster.manager import ClusterStreamManager  # ray is only needed on a cluster
+
+        manager: StreamManager = ClusterStreamManager(settings, store, bus, frames=frames)
+    else:
+        manager = StreamManager(settings, store, bus, frames=frames)
     questions = QuestionService(settings, manager, store)
     # Search and questions share one index (one embedder in memory, one vector cache), made before any question
     # runs and closed with the questions' backends. Without an embedder, memory is searched by words only.

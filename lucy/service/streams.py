@@ -69,6 +69,8 @@ def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
 class ManagedStream:
     """One stream the server ingests (or did): its worker, state and figures."""
 
+    worker_type: type = WorkerProcess  # what runs the stream's recording (a cluster follows an owner actor instead)
+
     def __init__(self, spec: StreamSpec, settings: LucySettings, memory: MemoryStore, bus: EventBus,
                  frames: FrameStores) -> None:
         self.spec = spec
@@ -114,7 +116,7 @@ class ManagedStream:
         self._state = StreamState.STARTING
         self._last_decoded = (0, time.monotonic())
         self._stopping.clear()
-        self._worker = WorkerProcess(self.spec, self.settings)
+        self._worker = self.worker_type(self.spec, self.settings)
         self._thread = threading.Thread(target=self._follow, args=(self._worker,), name=f"stream-{self.name}",
                                         daemon=True)
         self._thread.start()
@@ -166,7 +168,7 @@ class ManagedStream:
             self.restarts += 1
             self.error = None
             self._last_decoded = (0, time.monotonic())
-            worker = self._worker = WorkerProcess(self.spec, self.settings)
+            worker = self._worker = self.worker_type(self.spec, self.settings)
             log.info("stream %s: worker restarted (restart %d)", self.name, self.restarts)
         self.error, self.lost = end.error, end.lost
         self.ended_at = time.time()
@@ -280,6 +282,8 @@ class RestartBackoff:
 
 class StreamManager:
     """All streams of one server. Thread-safe; blocking methods are meant for worker threads."""
+
+    stream_type: type[ManagedStream] = ManagedStream
 
     def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
                  frames: FrameStores | None = None) -> None:
@@ -443,7 +447,7 @@ class StreamManager:
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime,
                               retention_full_seconds=retention.full_seconds if retention else None,
                               retention_keep_seconds=retention.keep_seconds if retention else None)
-            stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.frames)
+            stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
             # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
                 stream.questions, stream.caption_calls = existing.questions, existing.caption_calls
@@ -473,11 +477,11 @@ class StreamManager:
             if self.get(spec.name) is not None:
                 continue
             try:
-                stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.frames)
+                stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
             except InvalidRequest as err:  # the server's retention changed under the stream's own ages
                 log.warning("%s; the stream is resumed with the server's retention ages", err)
                 spec = replace(spec, retention_full_seconds=None, retention_keep_seconds=None)
-                stream = ManagedStream(spec, self.settings, self.memory, self.bus, self.frames)
+                stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
             with self._lock:
                 self._streams[spec.name] = stream
             refusal = self._writer_elsewhere(spec.name)

@@ -19,13 +19,14 @@ import signal
 import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 from lucy.config import LucySettings
 from lucy.errors import LucyError
-from lucy.ingest import redact_url
+from lucy.ingest import FrameStores, redact_url
 from lucy.ingest.lock import Holder
 from lucy.ingest.source import redacting_handler
+from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, StreamProgress
 from lucy.recorder import Outcome, RecorderObserver, StreamRecorder
 from lucy.service.messages import (
@@ -67,6 +68,16 @@ def lower_thread_priority(nice: int, *, idle_policy: bool = False) -> None:
 # ---------------------------------------------------------------------------------------- in the worker
 
 
+class Reporter(Protocol):
+    """Where a stream's run reports (the worker's pipe; a cluster owner's message log): never raises."""
+
+    def send(self, message: WorkerMessage) -> None: ...
+
+    def publish(self, event: dict[str, Any]) -> None: ...
+
+    def on_caption_call(self, call: CaptionCall) -> None: ...
+
+
 class _Pipe:
     """The worker's end of the pipe: ``send`` is safe from any thread and never raises. It is also where the
     memory store's node events (:class:`lucy.service.events.NodeAnnouncer`) and the captioner's requests
@@ -100,11 +111,12 @@ class StreamRun(RecorderObserver):
     builder retries a failing captioner), and errors end the run as ``failed`` with one redacted line.
     """
 
-    def __init__(self, spec: StreamSpec, settings: LucySettings, pipe: _Pipe) -> None:
+    def __init__(self, spec: StreamSpec, settings: LucySettings, pipe: Reporter) -> None:
         self.spec = spec
         self.settings = settings
         self.pipe = pipe
         self.recorder: StreamRecorder | None = None
+        self.failure: LucyError | None = None  # what ended the run, if an error of the source or the stores did
         self._stopping = threading.Event()
         # Held from taking a progress record to sending it (and the state that goes with it): a record taken
         # earlier never arrives after a later one.
@@ -126,25 +138,33 @@ class StreamRun(RecorderObserver):
             for message in then:
                 self.pipe.send(message)
 
+    def open_stores(self) -> tuple[MemoryStore, FrameStores | None]:
+        """The memory store the run writes (closed when it ends) and its frame stores (None: the settings' own)."""
+        from lucy.memory.stores import open_memory
+
+        return open_memory(self.settings), None
+
+    def holder(self) -> Holder:
+        """Whom the stream's writer lock names: the server (the process to stop), not this worker (which the
+        server would restart)."""
+        return Holder.this_process(f"lucy serve, stream worker {os.getpid()}", pid=os.getppid())
+
     def run(self) -> RunEnd:
         from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
-        from lucy.memory.sqlite_store import open_memory
         from lucy.metrics.captioning import MeteredCaptioner
         from lucy.service.events import NodeAnnouncer
 
         name = self.spec.name
-        memory = open_memory(self.settings)
+        memory, frames = self.open_stores()
         try:
             memory.add_observer(NodeAnnouncer(self.pipe))
             captioner = builder_captioner(self.settings)
-            # The stream's writer lock names the server (the process to stop), not this worker (which the
-            # server would restart).
-            holder = Holder.this_process(f"lucy serve, stream worker {os.getpid()}", pid=os.getppid())
             self.recorder = StreamRecorder(
                 self.settings, self.spec.source, name, memory,
                 None if captioner is None else MeteredCaptioner(captioner, self.pipe),
-                realtime=self.spec.realtime, holder=holder, observer=self, give_up_seconds=math.inf,
-                transcriber=builder_transcriber(self.settings), embedder=builder_embedder(self.settings))
+                realtime=self.spec.realtime, holder=self.holder(), observer=self, give_up_seconds=math.inf,
+                transcriber=builder_transcriber(self.settings), embedder=builder_embedder(self.settings),
+                frames=frames)
             if self._stopping.is_set():
                 self.recorder.stop()
             recording = self.recorder.run()
@@ -152,6 +172,7 @@ class StreamRun(RecorderObserver):
             error = lost if recording.outcome is Outcome.FAILED else None
             return RunEnd(StreamState(recording.outcome), error=error, lost=lost)
         except LucyError as err:
+            self.failure = err
             error = redact_url(str(err))
             log.warning("stream %s failed: %s", name, error)
             return RunEnd(StreamState.FAILED, error=error)

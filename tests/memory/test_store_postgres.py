@@ -24,9 +24,8 @@ from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
 from lucy.memory.stores import open_existing_memory, open_memory
+from lucy.testing.postgres import PG_PASSWORD  # the server's password, which must never be shown
 from lucy.watch.model import Alert
-
-PG_PASSWORD = "pg-Secret-4821"  # as in conftest: the server's password, which must never be shown
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -1,0 +1,10 @@
+"""Lucy on a cluster: the same interfaces, on shared engines (see ``deploy/cluster.md``).
+
+- :mod:`lucy.cluster.leases`: exactly one writer per stream — a lease row per stream in PostgreSQL, renewed by its
+  owner, and a fencing epoch that every write of the owner checks in its own transaction.
+- :mod:`lucy.cluster.frames`: frames in an S3 bucket as immutable per-epoch segments, visible only once their row in
+  PostgreSQL commits (a superseded owner's late frames land where nobody reads).
+- :mod:`lucy.cluster.owner`: the Ray actor that owns one stream (``owner:<stream>``) on a node offering ``ingest``.
+- :mod:`lucy.cluster.manager`: the wanted streams (a table) reconciled with the running owners, for any number of
+  stateless API replicas (``lucy serve --cluster ADDRESS``).
+"""

@@ -1,0 +1,219 @@
+"""The API replicas' side of a cluster: the wanted streams in PostgreSQL, reconciled with their Ray owners.
+
+Any number of ``lucy serve --cluster ADDRESS`` replicas run the same HTTP API, SSE, OpenAI chat API and dashboard.
+They hold no stream state of their own: the streams wanted are rows of ``cluster_streams`` (:class:`ClusterRegistry`),
+each recorded by its owner actor (:mod:`lucy.cluster.owner`). Every replica follows every owner's reports
+(:class:`OwnerHandle`, in place of a local worker process) and, every ``cluster.reconcile_seconds``, reconciles the
+table with what it follows (:class:`ClusterStreamManager`): a stream another replica added is followed (and its
+owner started, if it has none), one another replica removed is let go. Stopping a replica leaves the owners running.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from lucy.config import LucySettings
+from lucy.errors import LucyError, StoreError
+from lucy.ingest import FrameStores
+from lucy.memory.postgres_store import PostgresMemoryStore
+from lucy.memory.store import MemoryStore
+from lucy.service.events import EventBus
+from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit, WorkerMessage
+from lucy.service.registry import StreamSpec
+from lucy.service.streams import ManagedStream, StreamManager
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5  # how often a replica asks an owner for its reports
+CALL_TIMEOUT_SECONDS = 10.0
+
+
+def connect(settings: LucySettings) -> None:
+    """Join the Ray cluster at ``cluster.address`` as a client (once per process)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=settings.cluster.address, namespace=settings.cluster.namespace, log_to_driver=False,
+                 logging_level=logging.WARNING, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise LucyError(f"cannot join the Ray cluster at {settings.cluster.address}: {err}") from None
+
+
+class ClusterRegistry:
+    """The streams the cluster records, in ``cluster_streams`` (the interface of
+    :class:`lucy.service.registry.StreamRegistry`). The spec keeps the source as given (a camera URL's credentials
+    are needed by its owner): it is shown only through :func:`lucy.ingest.redact_url`."""
+
+    def __init__(self, db: PostgresMemoryStore) -> None:
+        self.db = db
+
+    def load(self) -> list[StreamSpec]:
+        rows = self.db.run(lambda c: c.execute("SELECT spec FROM cluster_streams ORDER BY created, name").fetchall())
+        return [StreamSpec(**row[0]) for row in rows]
+
+    def put(self, spec: StreamSpec) -> None:
+        self.db.run(lambda c: c.execute(
+            "INSERT INTO cluster_streams (name, spec, created) VALUES (%s, %s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+            (spec.name, json.dumps(asdict(spec)), spec.created)), write=True)
+
+    def remove(self, name: str) -> None:
+        self.db.run(lambda c: c.execute("DELETE FROM cluster_streams WHERE name = %s", (name,)), write=True)
+
+
+class OwnerHandle:
+    """A replica's handle on one stream's owner actor, with the surface of a local worker process
+    (:class:`lucy.service.worker.WorkerProcess`): :meth:`messages` starts the owner if it has none and yields its
+    reports until its run ends; :meth:`stop` ends the recording; :meth:`detach` stops following without stopping
+    it (a replica that shuts down)."""
+
+    def __init__(self, spec: StreamSpec, settings: LucySettings) -> None:
+        self.spec, self.settings = spec, settings
+        self.pid: int | None = None  # the owner runs elsewhere
+        self._actor: Any = None
+        self._detached = threading.Event()
+
+    def messages(self) -> Iterator[WorkerMessage | WorkerExit]:
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+
+        from lucy.cluster.owner import ensure_owner
+
+        incarnation, seq = "", 0
+        away_said = False
+        while not self._detached.is_set():
+            try:
+                if self._actor is None:
+                    self._actor = ensure_owner(self.spec, self.settings)
+                incarnation, seq, batch = ray.get(self._actor.events.remote(incarnation, seq),
+                                                  timeout=CALL_TIMEOUT_SECONDS)
+            except (ActorUnavailableError, GetTimeoutError):  # restarting on another node, or busy: ask again
+                if not away_said:
+                    yield StateChange(StreamState.STARTING)
+                    away_said = True
+                self._detached.wait(POLL_SECONDS)
+                continue
+            except ActorDiedError:  # killed for good (a replica removed the stream), or out of restarts
+                self._actor = None
+                yield WorkerExit(None)
+                return
+            except RayActorError:
+                self._detached.wait(POLL_SECONDS)
+                continue
+            away_said = False
+            for message in batch:
+                yield message
+                if isinstance(message, RunEnd):
+                    yield WorkerExit(0)
+                    return
+            self._detached.wait(POLL_SECONDS)
+        yield RunEnd(StreamState.STOPPED)
+        yield WorkerExit(0)
+
+    def stop(self) -> None:
+        """Ask the owner to end its recording (committed frames and nodes are kept)."""
+        if self._actor is not None:
+            self._actor.stop.remote()
+
+    def kill(self) -> None:
+        """End the owner actor for good (it is not restarted)."""
+        import ray
+
+        if self._actor is not None:
+            ray.kill(self._actor, no_restart=True)
+
+    def detach(self) -> None:
+        self._detached.set()
+
+
+class OwnedStream(ManagedStream):
+    """A stream of the cluster as one replica sees it: its owner's reports, followed."""
+
+    worker_type = OwnerHandle
+
+    def detach(self) -> None:
+        """Stop following the owner, leaving it to record (a replica that shuts down)."""
+        self._stopping.set()
+        worker = self._worker
+        if isinstance(worker, OwnerHandle):
+            worker.detach()
+
+
+class ClusterStreamManager(StreamManager):
+    """The streams of the cluster, as one stateless API replica manages them (see the module's docstring)."""
+
+    stream_type = OwnedStream
+
+    def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
+                 frames: FrameStores | None = None) -> None:
+        if not isinstance(memory, PostgresMemoryStore):
+            raise StoreError('a cluster keeps its memory in PostgreSQL (memory.backend = "postgres")')
+        super().__init__(settings, memory, bus, frames=frames)
+        connect(settings)
+        self.registry = ClusterRegistry(memory)  # type: ignore[assignment]
+        self._reconciling = threading.Event()
+        self._reconciler: threading.Thread | None = None
+
+    def resume(self) -> list[str]:
+        """Follow every wanted stream (starting owners that have none), then keep reconciling."""
+        started = self.reconcile()
+        self._reconciler = threading.Thread(target=self._reconcile_forever, name="cluster-reconcile", daemon=True)
+        self._reconciler.start()
+        return started
+
+    def reconcile(self) -> list[str]:
+        """Follow the wanted streams this replica does not follow yet; let go of those no longer wanted."""
+        wanted = {spec.name: spec for spec in self.registry.load()}
+        started = []
+        for name, spec in wanted.items():
+            if self.get(name) is not None:
+                continue
+            stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
+            with self._lock:
+                if name in self._streams:
+                    continue
+                self._streams[name] = stream
+            stream.start()
+            started.append(name)
+        for stream in self.managed():
+            if stream.name not in wanted and isinstance(stream, OwnedStream):
+                with self._lock:
+                    self._streams.pop(stream.name, None)
+                stream.detach()
+        return started
+
+    def _reconcile_forever(self) -> None:
+        while not self._reconciling.wait(self.settings.cluster.reconcile_seconds):
+            try:
+                self.reconcile()
+            except LucyError as err:  # the database is away: try again next time
+                log.warning("cannot reconcile the cluster's streams: %s", err)
+            except Exception:
+                log.exception("reconciling the cluster's streams failed")
+
+    def remove(self, name: str, *, purge: bool = False) -> dict[str, Any]:
+        """Stop the stream's owner and forget the stream (every replica lets it go at its next reconcile)."""
+        stream = self.get(name)
+        status = super().remove(name, purge=purge)
+        if stream is not None and isinstance(stream._worker, OwnerHandle):
+            stream._worker.kill()
+        return status
+
+    def shutdown(self, timeout: float = 60.0) -> None:
+        """Stop following the owners; they go on recording for the other replicas."""
+        self._reconciling.set()
+        for stream in self.managed():
+            if isinstance(stream, OwnedStream):
+                stream.detach()
+        deadline = time.monotonic() + timeout
+        for stream in self.managed():
+            if stream._thread is not None:
+                stream._thread.join(max(0.0, deadline - time.monotonic()))

@@ -259,7 +259,7 @@ def test_delete_removes_the_rows_and_every_object(db, settings):
         catalogue.open("cam")
     with pytest.raises(StoreError, match="was removed"):
         reader.committed()
-    rows = db.run(lambda c: c.execute("SELECT count(*) FROM frame_segments WHERE stream = %s", ("cam",)).fetchone()[0])
+    rows = db.run(lambda c: c.execute("SELECT count(*) FROM frame_segments WHERE stream = 'cam'").fetchone()[0])
     assert rows == 0
 
     third = take_over(leases, second, "owner-c")  # the name can be used again; epochs only grow

@@ -19,6 +19,7 @@ Retention is not supported here yet (each of its calls is a :class:`StoreError`)
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -345,6 +346,10 @@ class ClusterFrameStore(FrameStore):
         return self._retention.drop_before(t)
 
 
+_READERS: dict[tuple[str, int], ClusterFrameStores] = {}  # this process's readers, by bucket settings and database
+_READERS_LOCK = threading.Lock()
+
+
 class ClusterFrameStores(FrameStores):
     """The streams' frames of a cluster: the catalogue in ``db`` (the memory store's PostgreSQL database), the
     segments under ``frames.s3_url``. With a ``lease``, this catalogue is that stream's writer side (``create``,
@@ -356,14 +361,20 @@ class ClusterFrameStores(FrameStores):
         self.db = db
         self.frames = frames
         self.lease = lease
+        self._roots: dict[str, S3Root] = {}  # one S3 client (and its connection pool) per stream, reused
+        self._lock = threading.Lock()
 
     def stream_root(self, name: str) -> S3Root:
         """The stream's prefix, ``<frames.s3_url>/<name>``: one Zarr group per segment under it."""
-        f = self.frames
-        return S3Root(f"{f.s3_url.rstrip('/')}/{check_stream_name(name)}", endpoint=f.s3_endpoint,
-                      region=f.s3_region, access_key_id=f.s3_access_key_id,
-                      secret_access_key=f.s3_secret_access_key.get_secret_value(),
-                      retry_seconds=f.s3_retry_seconds, timeout_seconds=f.s3_timeout_seconds)
+        with self._lock:
+            root = self._roots.get(name)
+            if root is None:
+                f = self.frames
+                root = self._roots[name] = S3Root(
+                    f"{f.s3_url.rstrip('/')}/{check_stream_name(name)}", endpoint=f.s3_endpoint, region=f.s3_region,
+                    access_key_id=f.s3_access_key_id, secret_access_key=f.s3_secret_access_key.get_secret_value(),
+                    retry_seconds=f.s3_retry_seconds, timeout_seconds=f.s3_timeout_seconds)
+            return root
 
     def _lease_for(self, name: str) -> Lease:
         if self.lease is None or self.lease.stream != name:
@@ -420,11 +431,25 @@ class ClusterFrameStores(FrameStores):
         return True
 
 
-def open_cluster_frames(settings: LucySettings, db: PostgresMemoryStore,
+def open_cluster_frames(settings: LucySettings, db: PostgresMemoryStore | None = None,
                         lease: Lease | None = None) -> ClusterFrameStores:
-    """The cluster's frame stores: the catalogue in ``db``, the segments in ``settings.frames``' bucket."""
+    """The cluster's frame stores: the catalogue in ``db``, the segments in ``settings.frames``' bucket. Without a
+    ``db`` or ``lease``, this process's one reader (each question opens its stream's frames: their database
+    connections and S3 clients are reused)."""
     r = settings.retention
     if r.full_seconds or r.keep_seconds or r.max_bytes:
         raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported on a "
                          "cluster yet: set them to 0 and use the bucket's lifecycle rules")
+    if db is None and lease is None:
+        from lucy.memory.stores import shared_postgres
+
+        key = settings.frames.model_dump_json(), id(shared_postgres(settings))
+        with _READERS_LOCK:
+            reader = _READERS.get(key)
+            if reader is None:
+                reader = _READERS[key] = ClusterFrameStores(shared_postgres(settings), settings.frames)
+        return reader
+    if db is None:
+        raise StoreError("the writer of a stream's frames opens them with its own fenced database handle")
     return ClusterFrameStores(db, settings.frames, lease)
+

@@ -98,11 +98,15 @@ class OwnedRun(StreamRun):
         self.lease = lease
 
     def open_stores(self) -> tuple[MemoryStore, FrameStores | None]:
-        from lucy.cluster.frames import ClusterFrameStores
+        from lucy.cluster.frames import open_cluster_frames
 
         memory = PostgresMemoryStore.for_settings(self.settings, migrate=False)
         memory.set_fence(self.lease)
-        return memory, ClusterFrameStores(memory, self.settings.frames, lease=self.lease)
+        try:
+            return memory, open_cluster_frames(self.settings, memory, lease=self.lease)
+        except BaseException:
+            memory.close()
+            raise
 
     def holder(self) -> Holder:
         return Holder.this_process(f"lucy cluster owner of {self.spec.name} (epoch {self.lease.epoch})")

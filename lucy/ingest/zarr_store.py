@@ -883,10 +883,9 @@ def open_frames(settings: LucySettings) -> FrameStores:
     if frames.backend == "local":
         return ZarrFrameStores(settings.data)
     if settings.cluster.enabled:
-        from lucy.cluster.frames import ClusterFrameStores
-        from lucy.memory.stores import shared_postgres
+        from lucy.cluster.frames import open_cluster_frames
 
-        return ClusterFrameStores(shared_postgres(settings), frames)
+        return open_cluster_frames(settings)
     r = settings.retention
     if r.full_seconds or r.keep_seconds or r.max_bytes:
         raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported with "

@@ -71,6 +71,13 @@ class Busy(Unavailable):
     retry_after = 2
 
 
+class StoreDown(Unavailable):
+    """The shared memory store (PostgreSQL, on a cluster) cannot be reached."""
+
+    code = "store_unavailable"
+    retry_after = 5
+
+
 class OutOfDescriptors(Unavailable):
     """The process has no file descriptor left (EMFILE) or the system none (ENFILE)."""
 
@@ -118,7 +125,9 @@ _DESCRIPTOR_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 def service_error_for(exc: BaseException) -> ServiceError | None:
     """The service error an environment failure amounts to, or None when ``exc`` is not one of these:
 
-    - the memory store locked past its busy timeout (SQLITE_BUSY / SQLITE_LOCKED): :class:`Busy`, 503;
+    - the memory store locked past its busy timeout (SQLITE_BUSY / SQLITE_LOCKED; PostgreSQL's lock timeout):
+      :class:`Busy`, 503;
+    - the PostgreSQL memory store unreachable (down, restarting, out of connections): :class:`StoreDown`, 503;
     - a full disk or quota (SQLITE_FULL, ENOSPC, EDQUOT): :class:`InsufficientStorage`, 507;
     - no file descriptors left (EMFILE, ENFILE; or SQLite's "unable to open database file" while the process
       cannot open anything): :class:`OutOfDescriptors`, 503.
@@ -129,6 +138,8 @@ def service_error_for(exc: BaseException) -> ServiceError | None:
     for e in _chain(exc):
         if isinstance(e, sqlite3.Error):
             found = _sqlite_error(e)
+        elif type(e).__module__.startswith("psycopg"):
+            found = _postgres_error(e)
         elif isinstance(e, OSError):
             found = _os_error(e.errno)
         else:
@@ -162,6 +173,18 @@ def _sqlite_error(err: sqlite3.Error) -> ServiceError | None:
     if primary == SQLITE_CANTOPEN or (primary is None and "unable to open database file" in text):
         # SQLite does not say why; when nothing at all can be opened, the reason is the descriptor limit.
         return _descriptors() if descriptors_exhausted() else None
+    return None
+
+
+def _postgres_error(err: BaseException) -> ServiceError | None:
+    import psycopg  # loaded already: ``err`` is one of its errors
+
+    if isinstance(err, psycopg.errors.LockNotAvailable):
+        return Busy("the memory store is locked by another writer (waited memory.busy_timeout_seconds); "
+                    "try again shortly")
+    if isinstance(err, psycopg.OperationalError):
+        return StoreDown("the memory store's PostgreSQL server cannot be reached (down or restarting); "
+                         "try again shortly")
     return None
 
 

@@ -118,32 +118,74 @@ async def start(svc: Service) -> None:
         if resumed:
             log.info("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
     svc.tasks.append(asyncio.create_task(_sample_forever(svc), name="sample"))
-    from lucy.ingest.retention import RetentionMaintainer
+    if not settings.cluster.enabled:  # a cluster's frames are kept by the bucket's lifecycle rules
+        from lucy.ingest.retention import RetentionMaintainer
 
-    retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames)
-    svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
-    svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
-    if settings.mqtt.enabled:
-        from lucy.service.mqtt import MqttBridge
+        retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames)
+        svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
+        svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
+    if settings.cluster.enabled:
+        _deliver_on_cluster(svc)
+    else:
+        if settings.mqtt.enabled:
+            from lucy.service.mqtt import MqttBridge
 
-        svc.mqtt = MqttBridge(settings.mqtt, svc)
-        svc.tasks.append(asyncio.create_task(svc.mqtt.run(), name="mqtt"))
-    _follow_alerts(svc)
+            svc.mqtt = MqttBridge(settings.mqtt, svc)
+            svc.tasks.append(asyncio.create_task(svc.mqtt.run(), name="mqtt"))
+        _follow_alerts(svc)
     svc.ready = True
 
 
 def _follow_alerts(svc: Service) -> None:
     """Deliver the alerts the stream workers store: SSE (the bus), MQTT when enabled, and webhooks."""
-    from lucy.watch.delivery import AlertFollower, BusSink, DeliveryStats, MqttSink, WebhookSink
+    from lucy.watch.delivery import AlertFollower, BusSink, DeliveryStats
 
     stats = DeliveryStats()
-    sinks: list[Any] = [BusSink(svc.bus, stats), WebhookSink(svc.settings.alerts, stats)]
-    if svc.mqtt is not None:
-        sinks.append(MqttSink(svc.mqtt, stats))
-    svc.alerts = AlertFollower(svc.memory, sinks, svc.settings.alerts, stats,
-                               wall_start=lambda name: _wall_start(svc, name))
+    svc.alerts = AlertFollower(svc.memory, [BusSink(svc.bus, stats), *_outward_sinks(svc, stats)],
+                               svc.settings.alerts, stats, wall_start=lambda name: _wall_start(svc, name))
     svc.exporter.alerts = stats  # lucy_alert* and lucy_watches metrics
     svc.tasks.append(asyncio.create_task(svc.alerts.run(), name="alerts"))
+
+
+def _outward_sinks(svc: Service, stats: Any) -> list[Any]:
+    """Where alerts go beyond this server's own clients: webhooks, and MQTT when its bridge runs here."""
+    from lucy.watch.delivery import MqttSink, WebhookSink
+
+    sinks: list[Any] = [WebhookSink(svc.settings.alerts, stats)]
+    if svc.mqtt is not None:
+        sinks.append(MqttSink(svc.mqtt, stats))
+    return sinks
+
+
+def _deliver_on_cluster(svc: Service) -> None:
+    """A cluster replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one
+    replica that holds the delivery duty (:mod:`lucy.cluster.duties`)."""
+    from lucy.cluster.duties import hold_duty
+    from lucy.watch.delivery import AlertFollower, BusSink, DeliveryStats
+
+    settings = svc.settings
+    stats = DeliveryStats()
+    svc.alerts = AlertFollower(svc.memory, [BusSink(svc.bus, stats)], settings.alerts, stats,
+                               wall_start=lambda name: _wall_start(svc, name), consumer=None)
+    svc.exporter.alerts = stats
+    svc.tasks.append(asyncio.create_task(svc.alerts.run(), name="alerts"))
+
+    async def deliver() -> None:
+        if settings.mqtt.enabled:
+            from lucy.service.mqtt import MqttBridge
+
+            svc.mqtt = MqttBridge(settings.mqtt, svc)
+        outward = AlertFollower(svc.memory, _outward_sinks(svc, stats), settings.alerts, stats,
+                                wall_start=lambda name: _wall_start(svc, name), counts=False)
+        try:
+            await asyncio.gather(outward.run(), *([svc.mqtt.run()] if svc.mqtt is not None else []))
+        finally:
+            if svc.mqtt is not None:
+                await svc.mqtt.close()
+                svc.mqtt = None
+
+    svc.tasks.append(asyncio.create_task(
+        hold_duty(svc.memory, settings.cluster.lease_seconds, deliver), name="delivery"))  # type: ignore[arg-type]
 
 
 def _wall_start(svc: Service, name: str) -> float | None:

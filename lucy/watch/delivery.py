@@ -220,11 +220,13 @@ class AlertFollower:
     Starts where the last server on this data directory stopped delivering (``consumer``'s cursor in the memory
     store), or after the newest alert on a first start."""
 
-    consumer = "serve"
-
     def __init__(self, memory: MemoryStore, sinks: Sequence[AlertSink], settings: AlertSettings,
-                 stats: DeliveryStats, wall_start: Callable[[str], float | None] = lambda stream: None) -> None:
+                 stats: DeliveryStats, wall_start: Callable[[str], float | None] = lambda stream: None, *,
+                 consumer: str | None = "serve", counts: bool = True) -> None:
         self.memory, self.sinks, self.settings, self.stats = memory, list(sinks), settings, stats
+        # None: no cursor kept (a cluster replica's own SSE clients, from now on); counts: this follower counts the
+        # alerts it sees (a cluster's delivering replica leaves that to its SSE follower)
+        self.consumer, self.counts = consumer, counts
         self.wall_start = wall_start  # a stream's Unix time of media time 0 (None: not live); blocking
         self.last_id: int | None = None
         self._watches: dict[int, Watch] = {}
@@ -263,7 +265,7 @@ class AlertFollower:
                 self._deliver(alert, watch, await asyncio.to_thread(self.wall_start, alert.stream))
                 self.last_id = alert.id
                 delivered += 1
-            if alerts:
+            if alerts and self.consumer is not None:
                 await asyncio.to_thread(self.memory.set_alert_cursor, self.consumer, int(self.last_id or 0))
             if len(alerts) < PAGE:
                 break
@@ -277,7 +279,8 @@ class AlertFollower:
         self._counted_at = 0.0
 
     def _deliver(self, alert: Alert, watch: Watch | None, wall_start: float | None) -> None:
-        self.stats.seen(alert, wall_start)
+        if self.counts:
+            self.stats.seen(alert, wall_start)
         payload = alert_json(alert)
         for sink in self.sinks:
             try:
@@ -288,12 +291,13 @@ class AlertFollower:
 
     def _start_id(self) -> int:
         """Where delivery resumes: the cursor of the last server, else after the newest alert (a first start)."""
-        cursor = self.memory.alert_cursor(self.consumer)
+        cursor = None if self.consumer is None else self.memory.alert_cursor(self.consumer)
         if cursor is not None:
             return cursor
         latest = self.memory.latest_alert()
         newest = 0 if latest is None or latest.id is None else latest.id
-        self.memory.set_alert_cursor(self.consumer, newest)
+        if self.consumer is not None:
+            self.memory.set_alert_cursor(self.consumer, newest)
         return newest
 
     def _count_watches(self) -> None:

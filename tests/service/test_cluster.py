@@ -8,9 +8,12 @@ a question during the failover; PostgreSQL restarted and the object store briefl
 
 from __future__ import annotations
 
+import json
+import signal
 import tempfile
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ from lucy.testing.postgres import PostgresServer
 from lucy.testing.ray_cluster import LocalCluster
 from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY
 from lucy.testing.waiting import wait_for
+from lucy.watch.model import Alert
 
 VIDEO_SECONDS = 40
 STORED_FPS = 2.0  # the live preset's finest rate: frames a whole run stores per media second
@@ -188,3 +192,62 @@ def test_postgres_restarted_and_object_store_down_mid_ingest_lose_nothing(replic
         _check_whole(server, "yard")
     finally:
         database.stop()
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[list[dict[str, Any]], str]]:
+    """A webhook receiver on loopback: the alerts it was sent, and its URL."""
+    received: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield received, f"http://127.0.0.1:{server.server_address[1]}/hook"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_each_alert_reaches_its_webhook_once_whichever_replica_delivers(lucy_server, postgres_dsn, weed, ray_cluster,
+                                                                       clip, webhook) -> None:
+    received, url = webhook
+    sections = cluster_sections(postgres_dsn, weed, ray_cluster)
+    sections["alerts"] = {"poll_seconds": 0.1}
+    replicas = [lucy_server(**sections) for _ in range(2)]
+    with replicas[0].client(60) as c:
+        assert c.post("/v1/streams", json={"name": "hall", "source": str(clip)}).status_code == 201
+        watch = c.post("/v1/streams/hall/watches", json={"question": "Gate open?", "webhook_url": url})
+    assert watch.status_code == 201, watch.text
+    memory = PostgresMemoryStore(postgres_dsn)
+
+    def alert(t: float) -> Alert:
+        return memory.add_alert(Alert(id=None, watch_id=watch.json()["id"], stream="hall", question="Gate open?",
+                                      start=t, end=t + 10, reason="seen", frame_time=t + 5, level="coarse",
+                                      created=time.time(), event_end=t + 10))
+
+    try:
+        first = alert(0.0)
+        wait_for(lambda: received, 30, "the alert at the webhook")
+        time.sleep(2.0)  # time enough for a second replica's delivery, were there one
+        assert [a["id"] for a in received] == [first.id]
+        # The replica that delivers dies; the other takes the duty over once its lease runs out.
+        holder = memory.run(lambda c: c.execute(
+            "SELECT owner FROM cluster_leases WHERE stream = 'duty:delivery'").fetchone())[0]
+        delivering = next(r for r in replicas if f":{r.proc.pid}:" in holder)
+        delivering.stop(signal.SIGKILL)
+        second = alert(20.0)
+        wait_for(lambda: len(received) >= 2, 60, "the next alert from the other replica")
+        time.sleep(1.0)
+        assert [a["id"] for a in received] == [first.id, second.id]
+    finally:
+        memory.close()

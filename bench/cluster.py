@@ -368,7 +368,7 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
     moved = sorted(n for n, o in before.items() if o["node"] == victim)
     epochs_before, _ = lease_rows(db, names)
     say(f"  owners per node: {sorted(by_node.values(), reverse=True)}; killing the node with {held} "
-          f"({', '.join(moved)})", flush=True)
+          f"({', '.join(moved)})")
     node = cluster.node_of(victim)
     if node is None:
         raise SystemExit("the owners' node is not one of the simulated ingest nodes")
@@ -389,7 +389,7 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
             time.sleep(0.05)
         window_end = killed + max(resumed.values(), default=180)
         say(f"  every moved stream owned again after {max(reowned.values(), default=float('nan')):.2f} s, "
-              f"ingesting again after {max(resumed.values(), default=float('nan')):.2f} s", flush=True)
+              f"ingesting again after {max(resumed.values(), default=float('nan')):.2f} s")
         after = wait_for(lambda: owners(names), 60, "every owner to answer", tolerate=(RayError,))
         replica.wait_captioned(names, max(s.seconds for s in streams.values()) * 4 + 240)
     asked = asker.asked
@@ -484,8 +484,7 @@ def run(args: argparse.Namespace, videos: list[Video], tmp: Path, stack: Stack) 
     timeout = args.seconds * 4 + 240
 
     # Phase 1a: the single-machine default (nothing of the cluster running yet).
-    say(f"phase 1: {args.streams} streams of {args.seconds} s, realtime false, then {args.questions} questions",
-          flush=True)
+    say(f"phase 1: {args.streams} streams of {args.seconds} s, realtime false, then {args.questions} questions")
     single = Replica(tmp / "single")
     stack.push("single lucy serve", single.stop)
     single.start()
@@ -516,7 +515,7 @@ def cluster_phases(args: argparse.Namespace, tmp: Path, stack: Stack, pg: Postgr
     stack.push("the Ray cluster", cluster.shutdown)
     cluster.start()
     ray.init(address=cluster.address, namespace="lucy", log_to_driver=False)
-    say(f"  Ray cluster: a head and {args.nodes} ingest nodes up in {time.monotonic() - began:.1f} s", flush=True)
+    say(f"  Ray cluster: a head and {args.nodes} ingest nodes up in {time.monotonic() - began:.1f} s")
     dsn = pg.create_database()
     sections = {
         "memory": {"backend": "postgres", "postgres_dsn": dsn},
@@ -537,8 +536,7 @@ def cluster_phases(args: argparse.Namespace, tmp: Path, stack: Stack, pg: Postgr
     say("  cluster done")
 
     # Phase 2: failover.
-    say(f"phase 2: {args.streams} streams, realtime true; the busiest node killed at {args.kill_after:g} s",
-          flush=True)
+    say(f"phase 2: {args.streams} streams, realtime true; the busiest node killed at {args.kill_after:g} s")
     fo = {f"fo-{k}": v for k, v in enumerate(videos)}
     db = PostgresMemoryStore(dsn, migrate=False)
     try:

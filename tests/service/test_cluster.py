@@ -117,7 +117,8 @@ def _check_whole(server: Any, name: str) -> tuple[int, int]:
     return len(times), len(coarse)
 
 
-def test_a_stream_added_on_one_replica_is_recorded_once_and_answered_on_another(replicas, clip) -> None:
+def test_a_stream_added_on_one_replica_is_recorded_once_and_answered_on_another(replicas, clip,
+                                                                                  run_lucy) -> None:
     first, second = replicas(2)
     r = httpx.post(f"{first.url}/v1/streams", json={"name": "gate", "source": str(clip)}, timeout=60)
     assert r.status_code == 201, r.text
@@ -133,6 +134,11 @@ def test_a_stream_added_on_one_replica_is_recorded_once_and_answered_on_another(
     assert "GATE 7" in answer.json()["answer"].upper()
     assert answer.json()["horizon"] == pytest.approx(VIDEO_SECONDS, abs=1.0)
     assert listed == ["gate"]
+    # The CLI reads the same shared stores (no Ray needed to ask).
+    asked = run_lucy("ask", "--config", str(first.workdir / "lucy.toml"), "--stream", "gate", "--json",
+                     "What did the sign about the gate say?", timeout=120)
+    assert asked.returncode == 0, asked.stderr
+    assert "GATE 7" in json.loads(asked.stdout)["answer"].upper()
     # Removing it on the second replica stops the owner for good; the first one lets it go too.
     with second.client() as c:
         assert c.delete("/v1/streams/gate", params={"purge": "true"}).status_code == 200

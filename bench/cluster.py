@@ -9,11 +9,15 @@ node is gone). Leases last 3 s. Embedded backends (``pixels`` captioner, embedde
 the ``live`` preset (2 stored frames per media second). Each stream is a generated video of its own with a sign on it
 that the questions ask about.
 
-Phase 1, throughput, the same in both set-ups: the streams added at once, ``realtime: false`` (as fast as they go),
-on a plain ``lucy serve`` (SQLite and local Zarr: the single-machine default) and then on the cluster; then the same
-fixed batch of questions (two clients) on each. Printed: media seconds ingested per wall second, end to end (from the
-POST to the last stream ingested to its end: owner start-up included) and after each stream's first frame, seconds
-until all is captioned, questions per second and latency; each as the ratio cluster / single machine.
+Phase 1, throughput, the same in both set-ups: the streams (videos of ``--throughput-seconds``) added at once,
+``realtime: false`` (as fast as they go), on a plain ``lucy serve`` (SQLite and local Zarr: the single-machine
+default) and then on the cluster; then the same fixed batch of questions (two clients) on each. Printed: media seconds
+ingested per wall second, end to end (from the POST to the last stream ingested to its end: worker or owner start-up
+included) and after each stream's first frame, seconds until all is captioned, questions per second and latency; each
+as the ratio cluster / single machine. Progress is read from the API, as a user sees it: a cluster's reports reach it
+up to about a second later (the owner reports every 0.5 s, the replica polls every 0.5 s), which weighs on short
+runs. The questions repeat per stream (one per stream asks something new; later ones are answered from the memory
+the first wrote back), so the rate says more about the first, deep, questions than about the cheap ones.
 
 Phase 2, failover, on the cluster: the streams added again, ``realtime: true``; once each has ingested
 ``--kill-after`` media seconds, the node holding most owners is killed (no graceful shutdown) while two clients ask
@@ -31,9 +35,11 @@ questions round the streams. Printed, with targets:
 
 Ray's own logs (raylets report a killed node loudly on stderr) go to ``bench/out/cluster-ray.log``; each
 ``lucy serve``'s to its ``serve.log`` in the run's temporary directory (its tail is printed if it fails). Figures are
-written to ``bench/out/cluster.json``. About 8 minutes on a two-core machine; ``--quick`` (3 streams of 30 s) about 4.
+written to ``bench/out/cluster.json``. About 4 minutes on a two-core machine (plus the videos' generation the first time); ``--quick`` (3 streams of
+30 s, 60 s for throughput) under 2.
 
-    .venv/bin/python bench/cluster.py [--quick] [--streams 6] [--seconds 60] [--kill-after 15] [--questions 24]
+    .venv/bin/python bench/cluster.py [--quick] [--streams 6] [--seconds 60] [--throughput-seconds 180]
+                                      [--kill-after 15] [--questions 24] [--nodes 3]
 """
 
 from __future__ import annotations
@@ -367,6 +373,7 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
     victim, held = by_node.most_common(1)[0]
     moved = sorted(n for n, o in before.items() if o["node"] == victim)
     epochs_before, _ = lease_rows(db, names)
+    at_kill = {n: s["ingested_until"] for n, s in replica.statuses(moved).items()}
     say(f"  owners per node: {sorted(by_node.values(), reverse=True)}; killing the node with {held} "
           f"({', '.join(moved)})")
     node = cluster.node_of(victim)
@@ -378,7 +385,16 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
         reowned: dict[str, float] = {}
         resumed: dict[str, float] = {}
         deadline = killed + 180
+        lowest = dict(at_kill)  # what the replica shows of the moved streams meanwhile
+        states: Counter[str] = Counter()
+        polls = 0
         while len(resumed) < len(moved) and time.monotonic() < deadline:
+            if polls % 5 == 0:
+                with contextlib.suppress(httpx.HTTPError):
+                    for n, st in replica.statuses(moved).items():
+                        lowest[n] = min(lowest[n], st.get("ingested_until", 0.0))
+                        states[st.get("state", "gone")] += 1
+            polls += 1
             epochs, frames = lease_rows(db, moved)
             now = time.monotonic() - killed
             for n in moved:
@@ -400,6 +416,8 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
             "owned_again_s": max(reowned.values(), default=None) if len(reowned) == len(moved) else None,
             "ingesting_again_s": max(resumed.values(), default=None) if len(resumed) == len(moved) else None,
             "nodes_after": {n: after[n]["node"] != victim for n in names},
+            "replica_view": {"states_seen": dict(states),
+                             "ingested_until_at_kill": at_kill, "lowest_ingested_until_shown": lowest},
             "owner_epochs": {n: after[n]["epoch"] for n in names},
             "questions": {k: summarise(v) for k, v in phases.items()}}
 
@@ -414,14 +432,15 @@ def verify(settings: Any, streams: dict[str, Video]) -> dict[str, dict[str, Any]
             times = frames.open(name).times()
             expected = int(video.seconds * STORED_FPS)
             steps = np.diff(times)
-            coarse = [(n.start, n.end) for n in memory.nodes(name, level="coarse") if n.origin == INGEST_ORIGIN]
+            made = [(n.level, n.start, n.end) for n in memory.nodes(name, origin=INGEST_ORIGIN)]
+            coarse = [(start, end) for level, start, end in made if level == "coarse"]
             segments = memory.run(lambda c, n=name: c.execute(
                 "SELECT epoch, first_index, frames, first_time, last_time FROM frame_segments WHERE stream = %s "
                 "ORDER BY epoch", (n,)).fetchall())
             out[name] = {"expected": expected, "stored": len(times), "lost": max(expected - len(times), 0),
                          "extra": max(len(times) - expected, 0), "duplicated": int(np.sum(steps <= 0)),
                          "largest_gap_s": float(steps.max()) if len(steps) else float("nan"),
-                         "coarse": len(coarse), "coarse_twice": len(coarse) - len(set(coarse)),
+                         "ingest_nodes": len(made), "nodes_twice": len(made) - len(set(made)), "coarse": len(coarse),
                          "coarse_reaches_end": bool(coarse) and abs(coarse[-1][1] - video.seconds) <= 0.6,
                          "segments": [[int(e), int(i), int(f), ft, lt] for e, i, f, ft, lt in segments]}
     finally:
@@ -479,12 +498,13 @@ def ratio(a: float, b: float) -> float:
 
 def run(args: argparse.Namespace, videos: list[Video], tmp: Path, stack: Stack) -> dict[str, Any]:
     figures: dict[str, Any] = {"streams": args.streams, "seconds": args.seconds, "kill_after": args.kill_after,
+                               "throughput_seconds": args.throughput_seconds,
                                "ingest_nodes": args.nodes, "questions": args.questions}
-    tp = {f"tp-{k}": v for k, v in enumerate(videos)}
-    timeout = args.seconds * 4 + 240
+    tp = {f"tp-{k}": v for k, v in enumerate(make_videos(args.streams, args.throughput_seconds))}
+    timeout = max(args.seconds, args.throughput_seconds) * 4 + 240
 
     # Phase 1a: the single-machine default (nothing of the cluster running yet).
-    say(f"phase 1: {args.streams} streams of {args.seconds} s, realtime false, then {args.questions} questions")
+    say(f"phase 1: {args.streams} streams of {args.throughput_seconds} s, realtime false, then {args.questions} questions")
     single = Replica(tmp / "single")
     stack.push("single lucy serve", single.stop)
     single.start()
@@ -558,7 +578,7 @@ def verdict(ok: bool) -> str:
 
 def report(f: dict[str, Any]) -> bool:
     s, c = f["single"], f["cluster"]
-    print(f"\nthroughput ({f['streams']} streams x {f['seconds']} s, realtime false; {f['questions']} questions "
+    print(f"\nthroughput ({f['streams']} streams x {f['throughput_seconds']} s, realtime false; {f['questions']} questions "
           "from 2 clients)")
     print(f"  {'':<40}{'single':>10}{'cluster':>10}{'cluster/single':>16}")
     rows = [("ingest media s / wall s, end to end", "ingest", "media_s_per_s", True),
@@ -588,6 +608,11 @@ def report(f: dict[str, Any]) -> bool:
           f"{resumed if resumed is not None else float('nan'):.2f} s")
     moved_off = all(fo["nodes_after"].values())
     print(f"  owners after: none on the killed node {verdict(moved_off)}; epochs {fo['owner_epochs']}")
+    view = fo["replica_view"]
+    went_back = {n: (round(view["ingested_until_at_kill"][n], 1), round(v, 1))
+                 for n, v in view["lowest_ingested_until_shown"].items() if v < view["ingested_until_at_kill"][n]}
+    print(f"  the replica's view of the moved streams meanwhile: states {view['states_seen']}; ingested_until shown "
+          f"lower than at the kill (at kill, lowest): {went_back or 'none'}")
     print(f"\n  {'questions':<18}{'asked':>7}{'answered':>10}{'failed':>8}{'right':>7}{'p50 s':>8}{'p95 s':>8}")
     for phase, q in fo["questions"].items():
         print(f"  {phase:<18}{q['asked']:>7}{q['answered']:>10}{q['failed']:>8}{q['right']:>7}{q['p50_s']:>8.2f}"
@@ -598,36 +623,40 @@ def report(f: dict[str, Any]) -> bool:
           f"{during['answered']}")
 
     st = f["stores"]
-    print(f"\n  {'stream':<8}{'expected':>9}{'stored':>8}{'lost':>6}{'dup':>5}{'max gap s':>10}{'coarse':>8}"
-          f"{'twice':>7}{'to end':>8}  segments (epoch, first index, frames, first t, last t)")
+    print(f"\n  {'stream':<8}{'expected':>9}{'stored':>8}{'lost':>6}{'dup':>5}{'max gap s':>10}{'nodes':>7}"
+          f"{'twice':>7}{'coarse to end':>15}  segments (epoch, first index, frames, first t, last t)")
     for name, v in st.items():
         segs = "; ".join(f"{e},{i},{n},{ft if ft is None else round(ft, 1)},{lt if lt is None else round(lt, 1)}"
                          for e, i, n, ft, lt in v["segments"])
         print(f"  {name:<8}{v['expected']:>9}{v['stored']:>8}{v['lost']:>6}{v['duplicated']:>5}"
-              f"{v['largest_gap_s']:>10.2f}{v['coarse']:>8}{v['coarse_twice']:>7}{v['coarse_reaches_end']!s:>8}  {segs}")
+              f"{v['largest_gap_s']:>10.2f}{v['ingest_nodes']:>7}{v['nodes_twice']:>7}{v['coarse_reaches_end']!s:>15}"
+              f"  {segs}")
     lost = sum(v["lost"] for v in st.values())
     dup = sum(v["duplicated"] + v["extra"] for v in st.values())
-    twice = sum(v["coarse_twice"] for v in st.values())
+    twice = sum(v["nodes_twice"] for v in st.values())
     ends = all(v["coarse_reaches_end"] for v in st.values())
     print(f"  frames lost: {lost} (target 0) {verdict(lost == 0)}; frames duplicated: {dup} (target 0) "
-          f"{verdict(dup == 0)}; memory nodes duplicated: {twice} (target 0) {verdict(twice == 0)}; coarse memory "
+          f"{verdict(dup == 0)}; memory nodes (ingest-made, any level) duplicated: {twice} (target 0) {verdict(twice == 0)}; coarse memory "
           f"reaches every stream's end {verdict(ends)}")
     return ok_owned and moved_off and failed == 0 and lost == 0 and dup == 0 and twice == 0 and ends
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="3 streams of 30 s, the kill at 8 s, 12 questions")
+    parser.add_argument("--quick", action="store_true", help="3 streams of 30 s (60 s for throughput), the kill at 8 s, 12 questions")
     parser.add_argument("--streams", type=int, default=6)
-    parser.add_argument("--seconds", type=int, default=60, help="length of each stream's video")
+    parser.add_argument("--seconds", type=int, default=60, help="length of each failover stream's video")
+    parser.add_argument("--throughput-seconds", type=int, default=180,
+                        help="length of each throughput stream's video (long enough for start-up not to dominate)")
     parser.add_argument("--kill-after", type=float, default=15.0, help="media seconds ingested before the kill")
     parser.add_argument("--questions", type=int, default=24, help="questions in each throughput batch")
     parser.add_argument("--nodes", type=int, default=3, help="ingest nodes of the Ray cluster (besides the head)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.streams, args.seconds, args.kill_after, args.questions = 3, 30, 8.0, 12
+        args.streams, args.seconds, args.throughput_seconds, args.kill_after, args.questions = 3, 30, 60, 8.0, 12
     OUT.mkdir(exist_ok=True)
     videos = make_videos(args.streams, args.seconds)  # before Ray's output is sent away: they print
+    make_videos(args.streams, args.throughput_seconds)
     began = time.monotonic()
     stack = Stack()
     ray_log = OUT / "cluster-ray.log"

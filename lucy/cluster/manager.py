@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5  # how often a replica asks an owner for its reports
 CALL_TIMEOUT_SECONDS = 10.0
+REACH_TIMEOUT_SECONDS = 5.0
 
 
 def connect(settings: LucySettings) -> None:
@@ -40,11 +42,27 @@ def connect(settings: LucySettings) -> None:
 
     if ray.is_initialized():
         return
+    address = settings.cluster.address
+    if address != "auto" and not address.startswith("ray://"):
+        _reach(address)  # Ray itself would wait for an unreachable head for minutes
     try:
         ray.init(address=settings.cluster.address, namespace=settings.cluster.namespace, log_to_driver=False,
                  logging_level=logging.WARNING, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise LucyError(f"cannot join the Ray cluster at {settings.cluster.address}: {err}") from None
+
+
+def _reach(address: str) -> None:
+    """Fail at once, with one clear line, when nothing answers at the head's ``host:port``."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise LucyError(f"cluster.address {address!r} must be host:port (the Ray head's GCS port, e.g. "
+                        "head.local:6379), ray://host:10001 or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT_SECONDS).close()
+    except OSError as err:
+        raise LucyError(f"cannot reach the Ray cluster's head at {address}: {err.strerror or err} "
+                        "(is `ray start --head` running there, and is the port open?)") from None
 
 
 class ClusterRegistry:

@@ -69,6 +69,10 @@ def serve(settings: LucySettings) -> int:
     from lucy.service.app import create_app
 
     check_bind(settings)
+    if settings.cluster.enabled:  # join the cluster first: a wrong address is one clear line, not a failed start
+        from lucy.cluster.manager import connect
+
+        connect(settings)
     # One server per data directory: a second one would resume the same streams (two writers each).
     with serve_lock(settings.data, Holder.this_process("lucy serve")):
         StreamRegistry(settings.data).load()  # a damaged stream list stops the start with one clear line

@@ -257,3 +257,18 @@ def test_each_alert_reaches_its_webhook_once_whichever_replica_delivers(lucy_ser
         assert [a["id"] for a in received] == [first.id, second.id]
     finally:
         memory.close()
+
+
+def test_a_wrong_cluster_address_is_one_clear_line(run_lucy, postgres_dsn, weed, tmp_path) -> None:
+    from lucy.testing.waiting import free_port
+
+    config = tmp_path / "cluster.toml"  # not ./lucy.toml, which every command here would read
+    config.write_text(f'[memory]\nbackend = "postgres"\npostgres_dsn = "{postgres_dsn}"\n'
+                      f'[frames]\nbackend = "s3"\ns3_url = "s3://{BUCKET}/nowhere"\ns3_endpoint = "{weed.endpoint}"\n')
+    started = time.monotonic()
+    done = run_lucy("serve", "--config", str(config), "--data", str(tmp_path / "data"),
+                    "--cluster", f"127.0.0.1:{free_port()}", timeout=60)
+    assert done.returncode == 1 and time.monotonic() - started < 30
+    assert "cannot reach the Ray cluster's head" in done.stderr and "Traceback" not in done.stderr
+    done = run_lucy("serve", "--data", str(tmp_path / "data"), "--cluster", "head.local:6379", timeout=60)
+    assert done.returncode != 0 and 'memory.backend = "postgres"' in done.stderr  # a cluster needs shared stores

@@ -375,7 +375,7 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
     epochs_before, _ = lease_rows(db, names)
     at_kill = {n: s["ingested_until"] for n, s in replica.statuses(moved).items()}
     say(f"  owners per node: {sorted(by_node.values(), reverse=True)}; killing the node with {held} "
-          f"({', '.join(moved)})")
+        f"({', '.join(moved)})")
     node = cluster.node_of(victim)
     if node is None:
         raise SystemExit("the owners' node is not one of the simulated ingest nodes")
@@ -405,7 +405,7 @@ def failover(replica: Replica, cluster: LocalCluster, db: PostgresMemoryStore, s
             time.sleep(0.05)
         window_end = killed + max(resumed.values(), default=180)
         say(f"  every moved stream owned again after {max(reowned.values(), default=float('nan')):.2f} s, "
-              f"ingesting again after {max(resumed.values(), default=float('nan')):.2f} s")
+            f"ingesting again after {max(resumed.values(), default=float('nan')):.2f} s")
         after = wait_for(lambda: owners(names), 60, "every owner to answer", tolerate=(RayError,))
         replica.wait_captioned(names, max(s.seconds for s in streams.values()) * 4 + 240)
     asked = asker.asked

@@ -78,10 +78,25 @@ class ClusterRegistry:
         return [StreamSpec(**row[0]) for row in rows]
 
     def put(self, spec: StreamSpec) -> None:
+        """Add a stream, or start a stream again (its recorded end is cleared)."""
         self.db.run(lambda c: c.execute(
             "INSERT INTO cluster_streams (name, spec, created) VALUES (%s, %s, %s) "
-            "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+            "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, ended = NULL",
             (spec.name, json.dumps(asdict(spec)), spec.created)), write=True)
+
+    def set_ended(self, name: str, end: RunEnd) -> None:
+        """Record how the stream's recording ended (its owner then goes, freeing its ingest capacity)."""
+        self.db.run(lambda c: c.execute(
+            "UPDATE cluster_streams SET ended = %s WHERE name = %s",
+            (json.dumps({"state": end.state.value, "error": end.error, "lost": end.lost}), name)), write=True)
+
+    def ended(self, name: str) -> RunEnd | None:
+        """How the stream's recording ended, if it has."""
+        row = self.db.run(lambda c: c.execute("SELECT ended FROM cluster_streams WHERE name = %s",
+                                              (name,)).fetchone())
+        if row is None or row[0] is None:
+            return None
+        return RunEnd(StreamState(row[0]["state"]), error=row[0]["error"], lost=row[0]["lost"])
 
     def remove(self, name: str) -> None:
         self.db.run(lambda c: c.execute("DELETE FROM cluster_streams WHERE name = %s", (name,)), write=True)
@@ -104,12 +119,19 @@ class OwnerHandle:
         from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
         from lucy.cluster.owner import ensure_owner
+        from lucy.memory.stores import shared_postgres
 
+        registry = ClusterRegistry(shared_postgres(self.settings))
         incarnation, seq = "", 0
         away_said = False
         while not self._detached.is_set():
             try:
                 if self._actor is None:
+                    ended = registry.ended(self.spec.name)
+                    if ended is not None:  # recorded to its end already: its owner is gone
+                        yield ended
+                        yield WorkerExit(0)
+                        return
                     self._actor = ensure_owner(self.spec, self.settings)
                 incarnation, seq, batch = ray.get(self._actor.events.remote(incarnation, seq),
                                                   timeout=CALL_TIMEOUT_SECONDS)
@@ -119,17 +141,26 @@ class OwnerHandle:
                     away_said = True
                 self._detached.wait(POLL_SECONDS)
                 continue
-            except ActorDiedError:  # killed for good (a replica removed the stream), or out of restarts
+            except ActorDiedError:  # ended (its end is recorded), removed, or out of restarts
                 self._actor = None
-                yield WorkerExit(None)
+                ended = registry.ended(self.spec.name)
+                if ended is not None:
+                    yield ended
+                yield WorkerExit(0 if ended is not None else None)
                 return
+            except StoreError as err:  # the database is away: ask again
+                log.warning("stream %s: cannot read its state: %s", self.spec.name, err)
+                self._detached.wait(POLL_SECONDS)
+                continue
             except RayActorError:
                 self._detached.wait(POLL_SECONDS)
                 continue
             away_said = False
             for message in batch:
                 yield message
-                if isinstance(message, RunEnd):
+                if isinstance(message, RunEnd):  # recorded by the owner: let it go, and its ingest capacity
+                    ray.kill(self._actor, no_restart=True)
+                    self._actor = None
                     yield WorkerExit(0)
                     return
             self._detached.wait(POLL_SECONDS)

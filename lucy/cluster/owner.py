@@ -61,6 +61,8 @@ class MessageLog:
         self.end: RunEnd | None = None
 
     def send(self, message: WorkerMessage) -> None:
+        if isinstance(message, BusEvent) and message.event.get("type") == "node":
+            return  # every replica hears of new nodes from PostgreSQL (lucy.cluster.listener), not from here
         with self._lock:
             if isinstance(message, StreamProgress):
                 self.progress = message
@@ -201,12 +203,25 @@ class StreamOwner:
                     pass
                 else:
                     leases.release(lease)
+                self._record_end(db, end)
                 self.reports.send(end)
                 return
             self.reports.send(RunEnd(StreamState.STOPPED))
         finally:
             db.close()
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _record_end(self, db: PostgresMemoryStore, end: RunEnd) -> None:
+        """Keep how the run ended in the wanted streams' table: replicas read it there once this owner is gone."""
+        from lucy.cluster.manager import ClusterRegistry
+
+        for _ in range(10):
+            try:
+                ClusterRegistry(db).set_ended(self.spec.name, end)
+                return
+            except StoreError as err:
+                log.warning("stream %s: cannot record its end yet: %s", self.spec.name, err)
+                self._stopping.wait(1.0)
 
     def _record(self, lease: Any, leases: Any) -> RunEnd | None:
         """Record under ``lease``, renewing it and reporting progress as it goes; how the run ended, or None if
@@ -265,5 +280,6 @@ def ensure_owner(spec: StreamSpec, settings: LucySettings) -> Any:
     cluster = settings.cluster
     actor = ray.remote(StreamOwner).options(
         name=owner_name(spec.name), namespace=cluster.namespace, lifetime="detached", get_if_exists=True,
-        max_restarts=-1, max_concurrency=4, num_cpus=cluster.owner_cpus, resources={cluster.ingest_resource: 1})
+        max_restarts=-1, max_concurrency=4, num_cpus=cluster.owner_cpus, resources={cluster.ingest_resource: 1},
+        scheduling_strategy="SPREAD")  # owners over as many nodes as can take them: a node's death moves fewer
     return actor.remote(spec, settings)

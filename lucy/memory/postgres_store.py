@@ -202,8 +202,9 @@ def _v4_cluster(db: Cursor) -> None:
             expires timestamptz NOT NULL
         )""")
     # What the cluster should record (one owner each); the spec holds the source as given, credentials included.
+    # ended: how its recording ended, once it has (its owner is then gone, its ingest capacity free again).
     db.execute("CREATE TABLE cluster_streams (name text PRIMARY KEY, spec jsonb NOT NULL, "
-               "created double precision NOT NULL)")
+               "created double precision NOT NULL, ended jsonb)")
     db.execute("CREATE TABLE frame_streams (stream text PRIMARY KEY, meta jsonb NOT NULL)")
     # One immutable segment per owner epoch: frames [first_index, first_index + frames) of the stream.
     db.execute("""
@@ -283,6 +284,10 @@ class PostgresMemoryStore(MemoryStore):
         return f"PostgresMemoryStore({self.name!r})"
 
     # ----------------------------------------------------------------------------------- connections
+
+    def redact(self, message: str) -> str:
+        """``message`` without the DSN's password, on one line (for what is logged about this database)."""
+        return self._scrub(message)
 
     def _scrub(self, message: str) -> str:
         for secret in self._secrets:

@@ -46,6 +46,7 @@ class Service:
     readers: dict[str, FrameStore] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     mqtt: Any = None
+    listener: Any = None  # a cluster replica's NodeListener (lucy.cluster.listener)
     alerts: Any = None  # the AlertFollower (lucy.watch.delivery), which delivers the workers' alerts
 
     def reader(self, name: str) -> FrameStore:
@@ -77,7 +78,8 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> 
     bus = EventBus()
     frames = open_frames(settings)
     store = memory or open_memory(settings)
-    store.add_observer(NodeAnnouncer(bus))
+    if not settings.cluster.enabled:  # a cluster's replicas hear of every node from PostgreSQL (see start)
+        store.add_observer(NodeAnnouncer(bus))
     if settings.cluster.enabled:
         from lucy.cluster.manager import ClusterStreamManager  # ray is only needed on a cluster
 
@@ -125,6 +127,11 @@ async def start(svc: Service) -> None:
         svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
         svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
     if settings.cluster.enabled:
+        from lucy.cluster.listener import NodeListener
+
+        dsn = settings.memory.postgres_dsn
+        assert dsn is not None  # a cluster's settings name its database
+        svc.listener = NodeListener(svc.memory, dsn.get_secret_value(), svc.bus).start()  # type: ignore[arg-type]
         _deliver_on_cluster(svc)
     else:
         if settings.mqtt.enabled:
@@ -203,6 +210,8 @@ async def stop(svc: Service) -> None:
         task.cancel()
     await asyncio.gather(*svc.tasks, return_exceptions=True)
     await asyncio.to_thread(svc.manager.shutdown)
+    if svc.listener is not None:
+        await asyncio.to_thread(svc.listener.stop)
     await asyncio.to_thread(svc.questions.close)  # closes the embedder the search shares
     await asyncio.to_thread(svc.memory.close)
 

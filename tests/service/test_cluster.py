@@ -13,8 +13,8 @@ import signal
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,30 @@ def _owner(stream: str) -> dict[str, Any]:
     return ray.get(ray.get_actor(f"owner:{stream}", namespace="lucy").describe.remote(), timeout=30)
 
 
+class Feed:
+    """A replica's dashboard feed (``/v1/dashboard/events``), read in a thread: the node events it sent."""
+
+    def __init__(self, server: Any) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        threading.Thread(target=self._read, args=(server.url,), daemon=True).start()
+        wait_for(lambda: self.events, 30, "the feed's hello")
+
+    def _read(self, url: str) -> None:
+        kind = ""
+        try:
+            with httpx.stream("GET", f"{url}/v1/dashboard/events", timeout=None) as r:
+                for line in r.iter_lines():
+                    if line.startswith("event:"):
+                        kind = line.split(":", 1)[1].strip()
+                    elif line.startswith("data:"):
+                        self.events.append((kind, json.loads(line.split(":", 1)[1])))
+        except httpx.HTTPError:
+            pass  # the replica stopped at the test's end
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [event for kind, event in self.events if kind == "node"]
+
+
 def _status(server: Any, name: str) -> dict[str, Any] | None:
     r = httpx.get(f"{server.url}/v1/streams/{name}", timeout=30)
     return r.json() if r.status_code == 200 else None
@@ -120,12 +144,25 @@ def _check_whole(server: Any, name: str) -> tuple[int, int]:
 def test_a_stream_added_on_one_replica_is_recorded_once_and_answered_on_another(replicas, clip,
                                                                                   run_lucy) -> None:
     first, second = replicas(2)
+    feeds = [Feed(first), Feed(second)]  # each replica's dashboard hears of each new node once
     r = httpx.post(f"{first.url}/v1/streams", json={"name": "gate", "source": str(clip)}, timeout=60)
     assert r.status_code == 201, r.text
     status = second.wait_captioned("gate", timeout=240)  # the other replica follows the same owner
+    for feed in feeds:
+        wait_for(lambda f=feed: f.nodes(), 30, "the coarse caption on each replica's feed")
+    time.sleep(1.0)
+    assert [[(n["level"], n["start"], n["origin"]) for n in f.nodes()] for f in feeds] == \
+        [[("coarse", 0.0, INGEST_ORIGIN)]] * 2
     assert status["state"] == "finished"
-    owner = _owner("gate")
-    assert owner["epoch"] == 1 and owner["ended"]
+    # Recorded to its end, once: one epoch, and its owner gone (its ingest capacity free again).
+    memory = PostgresMemoryStore.for_settings(_settings(first))
+    try:
+        epochs = memory.run(lambda c: c.execute("SELECT epoch FROM frame_segments WHERE stream = 'gate'").fetchall())
+    finally:
+        memory.close()
+    assert epochs == [(1,)]
+    with pytest.raises(ValueError):
+        _owner("gate")
     _check_whole(first, "gate")
     with second.client() as c:
         answer = c.post("/v1/streams/gate/questions", json={"question": "What did the sign about the gate say?"})

@@ -84,6 +84,11 @@ class ClusterRegistry:
             "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, ended = NULL",
             (spec.name, json.dumps(asdict(spec)), spec.created)), write=True)
 
+    def recording(self) -> set[str]:
+        """Names of the streams whose recording has not ended."""
+        rows = self.db.run(lambda c: c.execute("SELECT name FROM cluster_streams WHERE ended IS NULL").fetchall())
+        return {row[0] for row in rows}
+
     def set_ended(self, name: str, end: RunEnd) -> None:
         """Record how the stream's recording ended (its owner then goes, freeing its ingest capacity)."""
         self.db.run(lambda c: c.execute(
@@ -191,9 +196,18 @@ class OwnedStream(ManagedStream):
     def detach(self) -> None:
         """Stop following the owner, leaving it to record (a replica that shuts down)."""
         self._stopping.set()
-        worker = self._worker
-        if isinstance(worker, OwnerHandle):
-            worker.detach()
+        if isinstance(self._worker, OwnerHandle):
+            self._worker.detach()
+
+    def end_owner(self) -> None:
+        """End the owner actor for good (the stream was removed)."""
+        if isinstance(self._worker, OwnerHandle):
+            self._worker.kill()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for this replica to stop following."""
+        if self._thread is not None:
+            self._thread.join(timeout)
 
 
 class ClusterStreamManager(StreamManager):
@@ -219,11 +233,17 @@ class ClusterStreamManager(StreamManager):
         return started
 
     def reconcile(self) -> list[str]:
-        """Follow the wanted streams this replica does not follow yet; let go of those no longer wanted."""
+        """Follow the wanted streams this replica does not follow (again: one started anew on another replica);
+        let go of those no longer wanted."""
         wanted = {spec.name: spec for spec in self.registry.load()}
+        recording = self.registry.recording()
         started = []
         for name, spec in wanted.items():
-            if self.get(name) is not None:
+            stream = self.get(name)
+            if stream is not None:
+                if not stream.active and name in recording:
+                    stream.start()  # another replica started it again after it ended
+                    started.append(name)
                 continue
             stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
             with self._lock:
@@ -252,8 +272,8 @@ class ClusterStreamManager(StreamManager):
         """Stop the stream's owner and forget the stream (every replica lets it go at its next reconcile)."""
         stream = self.get(name)
         status = super().remove(name, purge=purge)
-        if stream is not None and isinstance(stream._worker, OwnerHandle):
-            stream._worker.kill()
+        if isinstance(stream, OwnedStream):
+            stream.end_owner()
         return status
 
     def shutdown(self, timeout: float = 60.0) -> None:
@@ -264,5 +284,5 @@ class ClusterStreamManager(StreamManager):
                 stream.detach()
         deadline = time.monotonic() + timeout
         for stream in self.managed():
-            if stream._thread is not None:
-                stream._thread.join(max(0.0, deadline - time.monotonic()))
+            if isinstance(stream, OwnedStream):
+                stream.join(max(0.0, deadline - time.monotonic()))

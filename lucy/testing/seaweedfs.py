@@ -13,6 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+import obstore
+import obstore.exceptions
+
 from lucy.errors import StoreError
 from lucy.ingest.object_store import S3Root
 from lucy.testing.waiting import ServerUnavailable
@@ -78,14 +81,17 @@ class Weed:
         raise ServerUnavailable(f"weed mini did not serve S3 within {timeout:g} s: {self.log.read_text()[-2000:]}")
 
     def _bucket_ready(self) -> bool:
-        """The S3 gateway answers a signed listing of the bucket (made by ``-bucket`` at start)."""
+        """The S3 gateway answers a signed listing of the bucket (made by ``-bucket`` at start), and an object
+        written now reads back: after a restart the volume server may still be loading what earlier runs stored,
+        and reads fail (500) until it has."""
         root = S3Root(f"s3://{BUCKET}/probe", endpoint=self.endpoint, access_key_id=ACCESS_KEY,
                       secret_access_key=SECRET_KEY, retry_seconds=0, timeout_seconds=2)
         try:
             root.names()
-        except StoreError:
+            obstore.put(root.store, "ready", b"ready")
+            return root.get("ready") == b"ready"
+        except (StoreError, OSError, obstore.exceptions.BaseError):
             return False
-        return True
 
     def stop(self, *, crash: bool = False) -> None:
         """Stop as Ctrl-C does (SIGTERM takes weed much longer), or ``crash`` (SIGKILL)."""

@@ -176,6 +176,12 @@ def test_a_stream_added_on_one_replica_is_recorded_once_and_answered_on_another(
                      "What did the sign about the gate say?", timeout=120)
     assert asked.returncode == 0, asked.stderr
     assert "GATE 7" in json.loads(asked.stdout)["answer"].upper()
+    # Started again on the second replica after it ended: the first follows the new run too.
+    began = _status(first, "gate")["started_at"]
+    assert httpx.post(f"{second.url}/v1/streams", json={"name": "gate", "source": str(clip)},
+                      timeout=60).status_code == 201
+    wait_for(lambda: (s := _status(first, "gate")) and s["started_at"] > began and s["state"] == "finished", 120,
+             "the first replica to follow the new run to its end")
     # Removing it on the second replica stops the owner for good; the first one lets it go too.
     with second.client() as c:
         assert c.delete("/v1/streams/gate", params={"purge": "true"}).status_code == 200

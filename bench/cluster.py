@@ -33,6 +33,9 @@ questions round the streams. Printed, with targets:
 - questions asked during the failover window (kill until every stream ingests again) and after it: answered, failed
   (target 0), right (the sign's words in the answer) and latency.
 
+Phase 3, growth: ``--soak`` more questions round the same streams; the replica process's open descriptors, RSS and
+threads after a tenth of them (the warm-up), half and all (target: end within 5% of after warm-up).
+
 Ray's own logs (raylets report a killed node loudly on stderr) go to ``bench/out/cluster-ray.log``; each
 ``lucy serve``'s to its ``serve.log`` in the run's temporary directory (its tail is printed if it fails). Figures are
 written to ``bench/out/cluster.json``. About 4 minutes on a two-core machine (plus the videos' generation the first time); ``--quick`` (3 streams of
@@ -78,6 +81,7 @@ OUT = HERE / "out"
 STORED_FPS = 2.0  # the live preset's finest rate: frames a whole run stores per media second
 LEASE_SECONDS = 3.0
 REOWN_TARGET_SECONDS = 30.0
+GROWTH_TARGET = 0.05  # the replica's descriptors, RSS and threads: end within 5% of after warm-up
 SIGNS = ["GATE 7 OPEN", "PLATFORM 3 CLOSED", "DOCK 12 READY", "BAY 5 FULL", "EXIT 9 BLOCKED", "LANE 4 CLEAR",
          "PIER 8 SHUT", "ZONE 6 SAFE"]
 COLOURS = ["blue", "green", "purple", "orange", "red", "yellow"]
@@ -499,7 +503,7 @@ def ratio(a: float, b: float) -> float:
 def run(args: argparse.Namespace, videos: list[Video], tmp: Path, stack: Stack) -> dict[str, Any]:
     figures: dict[str, Any] = {"streams": args.streams, "seconds": args.seconds, "kill_after": args.kill_after,
                                "throughput_seconds": args.throughput_seconds,
-                               "ingest_nodes": args.nodes, "questions": args.questions}
+                               "ingest_nodes": args.nodes, "questions": args.questions, "soak": args.soak}
     tp = {f"tp-{k}": v for k, v in enumerate(make_videos(args.streams, args.throughput_seconds))}
     timeout = max(args.seconds, args.throughput_seconds) * 4 + 240
 
@@ -566,7 +570,28 @@ def cluster_phases(args: argparse.Namespace, tmp: Path, stack: Stack, pg: Postgr
     settings = load_settings(data=tmp / "verify", memory=sections["memory"], frames=sections["frames"],
                              cluster={"address": cluster.address})
     figures["stores"] = verify(settings, fo)
+
+    # Phase 3: growth of the replica's process over many questions.
+    say(f"phase 3: {args.soak} questions; the replica's descriptors, memory and threads")
+    figures["growth"] = growth(replica, fo, args.soak)
     return figures
+
+
+def growth(replica: Replica, streams: dict[str, Video], count: int) -> dict[str, dict[str, float]]:
+    """The replica's open descriptors, RSS and threads after a tenth of ``count`` questions (the warm-up), half of
+    them, and all."""
+    import psutil
+
+    assert replica.proc is not None
+    process = psutil.Process(replica.proc.pid)
+    samples: dict[str, dict[str, float]] = {}
+    done = 0
+    for label, upto in (("after warm-up", count // 10), ("middle", count // 2), ("end", count)):
+        question_batch(replica, streams, upto - done)
+        done = upto
+        samples[label] = {"fds": process.num_fds(), "rss_mb": process.memory_info().rss / 2**20,
+                          "threads": process.num_threads()}
+    return samples
 
 
 # ------------------------------------------------------------------------------------------------ the report
@@ -638,7 +663,18 @@ def report(f: dict[str, Any]) -> bool:
     print(f"  frames lost: {lost} (target 0) {verdict(lost == 0)}; frames duplicated: {dup} (target 0) "
           f"{verdict(dup == 0)}; memory nodes (ingest-made, any level) duplicated: {twice} (target 0) {verdict(twice == 0)}; coarse memory "
           f"reaches every stream's end {verdict(ends)}")
-    return ok_owned and moved_off and failed == 0 and lost == 0 and dup == 0 and twice == 0 and ends
+
+    g = f["growth"]
+    first, end = g["after warm-up"], g["end"]
+    print(f"\ngrowth of the replica over {f['soak']} questions (target: end within {GROWTH_TARGET:.0%} of after warm-up)")
+    print(f"  {'':<14}" + "".join(f"{label:>15}" for label in g) + f"{'end / warm-up':>15}")
+    flat = True
+    for key, label in (("fds", "descriptors"), ("rss_mb", "RSS MB"), ("threads", "threads")):
+        change = end[key] / max(first[key], 1e-9)
+        flat &= change <= 1 + GROWTH_TARGET
+        print(f"  {label:<14}" + "".join(f"{v[key]:>15.1f}" for v in g.values()) + f"{change:>15.2f}")
+    print(f"  {verdict(flat)}")
+    return ok_owned and moved_off and failed == 0 and lost == 0 and dup == 0 and twice == 0 and ends and flat
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -651,9 +687,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kill-after", type=float, default=15.0, help="media seconds ingested before the kill")
     parser.add_argument("--questions", type=int, default=24, help="questions in each throughput batch")
     parser.add_argument("--nodes", type=int, default=3, help="ingest nodes of the Ray cluster (besides the head)")
+    parser.add_argument("--soak", type=int, default=1000, help="questions of the growth phase")
     args = parser.parse_args(argv)
     if args.quick:
         args.streams, args.seconds, args.throughput_seconds, args.kill_after, args.questions = 3, 30, 60, 8.0, 12
+        args.soak = 200
     OUT.mkdir(exist_ok=True)
     videos = make_videos(args.streams, args.seconds)  # before Ray's output is sent away: they print
     make_videos(args.streams, args.throughput_seconds)

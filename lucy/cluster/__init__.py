@@ -1,4 +1,4 @@
-"""Lucy on a cluster: the same interfaces, on shared engines (see ``deploy/cluster.md``).
+"""Lucy on a cluster: the same interfaces, on shared engines (operator notes: ``deploy/cluster.md``).
 
 - :mod:`lucy.cluster.leases`: exactly one writer per stream — a lease row per stream in PostgreSQL, renewed by its
   owner, and a fencing epoch that every write of the owner checks in its own transaction.
@@ -7,4 +7,7 @@
 - :mod:`lucy.cluster.owner`: the Ray actor that owns one stream (``owner:<stream>``) on a node offering ``ingest``.
 - :mod:`lucy.cluster.manager`: the wanted streams (a table) reconciled with the running owners, for any number of
   stateless API replicas (``lucy serve --cluster ADDRESS``).
+- :mod:`lucy.cluster.listener`: every replica hears of each new memory node from PostgreSQL (``LISTEN``).
+- :mod:`lucy.cluster.duties`: what runs once per cluster (the MQTT bridge, alert delivery), on the replica holding
+  its lease.
 """

@@ -178,9 +178,10 @@ class StreamOwner:
             while not self._stopping.is_set():
                 try:
                     lease = leases.acquire(self.spec.name, self.owner, take_over=take_over)
-                except StoreError as err:
+                except StoreError as err:  # the database is away: ask again (still taking over, if we were)
                     log.warning("stream %s: cannot take its lease yet: %s", self.spec.name, err)
-                    lease = None
+                    self._stopping.wait(ttl / 4)
+                    continue
                 take_over = False
                 if lease is None:
                     if not waiting_said:

@@ -435,11 +435,7 @@ def open_cluster_frames(settings: LucySettings, db: PostgresMemoryStore | None =
                         lease: Lease | None = None) -> ClusterFrameStores:
     """The cluster's frame stores: the catalogue in ``db``, the segments in ``settings.frames``' bucket. Without a
     ``db`` or ``lease``, this process's one reader (each question opens its stream's frames: their database
-    connections and S3 clients are reused)."""
-    r = settings.retention
-    if r.full_seconds or r.keep_seconds or r.max_bytes:
-        raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported on a "
-                         "cluster yet: set them to 0 and use the bucket's lifecycle rules")
+    connections and S3 clients are reused). Retention settings are refused by :func:`lucy.ingest.open_frames`."""
     if db is None and lease is None:
         from lucy.memory.stores import shared_postgres
 

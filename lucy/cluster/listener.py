@@ -20,7 +20,7 @@ import psycopg
 from lucy.errors import StoreError
 from lucy.memory.postgres_store import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, PostgresMemoryStore
 from lucy.memory.rows import NODE_COLUMNS, node_of
-from lucy.service.events import EventPublisher, node_json
+from lucy.service.events import EventPublisher, NodeAnnouncer
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,8 @@ class NodeListener:
     """Announces on ``bus`` every node that ``store``'s database commits (see the module's docstring)."""
 
     def __init__(self, store: PostgresMemoryStore, dsn: str, bus: EventPublisher) -> None:
-        self.store, self.bus = store, bus
+        self.store = store
+        self.announcer = NodeAnnouncer(bus)
         self._dsn = dsn
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="node-listener", daemon=True)
@@ -79,5 +80,4 @@ class NodeListener:
         except StoreError as err:  # the next notification may fare better
             log.warning("cannot read the new memory nodes: %s", err)
             return
-        for node in map(node_of, rows):
-            self.bus.publish({"type": "node", "stream": node.stream, "node": node_json(node)})
+        self.announcer.on_nodes_added([node_of(row) for row in rows])

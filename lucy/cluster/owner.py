@@ -61,8 +61,6 @@ class MessageLog:
         self.end: RunEnd | None = None
 
     def send(self, message: WorkerMessage) -> None:
-        if isinstance(message, BusEvent) and message.event.get("type") == "node":
-            return  # every replica hears of new nodes from PostgreSQL (lucy.cluster.listener), not from here
         with self._lock:
             if isinstance(message, StreamProgress):
                 self.progress = message
@@ -100,6 +98,8 @@ class OwnedRun(StreamRun):
         self.lease = lease
 
     def open_stores(self) -> tuple[MemoryStore, FrameStores | None]:
+        """Stores fenced by the lease. Their nodes are not announced here: every replica hears of them from
+        PostgreSQL (:mod:`lucy.cluster.listener`)."""
         from lucy.cluster.frames import open_cluster_frames
 
         memory = PostgresMemoryStore.for_settings(self.settings, migrate=False)

@@ -882,14 +882,14 @@ def open_frames(settings: LucySettings) -> FrameStores:
     frames = settings.frames
     if frames.backend == "local":
         return ZarrFrameStores(settings.data)
-    if settings.cluster.enabled:
-        from lucy.cluster.frames import open_cluster_frames
-
-        return open_cluster_frames(settings)
     r = settings.retention
     if r.full_seconds or r.keep_seconds or r.max_bytes:
         raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported with "
                          "frames.backend = 's3' yet: set them to 0 and use the bucket's lifecycle rules")
+    if settings.cluster.enabled:
+        from lucy.cluster.frames import open_cluster_frames
+
+        return open_cluster_frames(settings)
     from lucy.ingest.object_store import S3Root  # obstore is imported only when used
 
     return ZarrFrameStores(S3Root.from_settings(frames))

@@ -78,13 +78,12 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> 
     bus = EventBus()
     frames = open_frames(settings)
     store = memory or open_memory(settings)
-    if not settings.cluster.enabled:  # a cluster's replicas hear of every node from PostgreSQL (see start)
-        store.add_observer(NodeAnnouncer(bus))
-    if settings.cluster.enabled:
+    if settings.cluster.enabled:  # a cluster's replicas hear of every node from PostgreSQL (see start)
         from lucy.cluster.manager import ClusterStreamManager  # ray is only needed on a cluster
 
         manager: StreamManager = ClusterStreamManager(settings, store, bus, frames=frames)
     else:
+        store.add_observer(NodeAnnouncer(bus))
         manager = StreamManager(settings, store, bus, frames=frames)
     questions = QuestionService(settings, manager, store)
     # Search and questions share one index (one embedder in memory, one vector cache), made before any question
@@ -120,13 +119,7 @@ async def start(svc: Service) -> None:
         if resumed:
             log.info("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
     svc.tasks.append(asyncio.create_task(_sample_forever(svc), name="sample"))
-    if not settings.cluster.enabled:  # a cluster's frames are kept by the bucket's lifecycle rules
-        from lucy.ingest.retention import RetentionMaintainer
-
-        retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames)
-        svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
-        svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
-    if settings.cluster.enabled:
+    if settings.cluster.enabled:  # a cluster's frames are kept by the bucket's lifecycle rules: no retention pass
         from lucy.cluster.listener import NodeListener
 
         dsn = settings.memory.postgres_dsn
@@ -134,6 +127,11 @@ async def start(svc: Service) -> None:
         svc.listener = NodeListener(svc.memory, dsn.get_secret_value(), svc.bus).start()  # type: ignore[arg-type]
         _deliver_on_cluster(svc)
     else:
+        from lucy.ingest.retention import RetentionMaintainer
+
+        retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames)
+        svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
+        svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
         if settings.mqtt.enabled:
             from lucy.service.mqtt import MqttBridge
 

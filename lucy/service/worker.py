@@ -139,10 +139,14 @@ class StreamRun(RecorderObserver):
                 self.pipe.send(message)
 
     def open_stores(self) -> tuple[MemoryStore, FrameStores | None]:
-        """The memory store the run writes (closed when it ends) and its frame stores (None: the settings' own)."""
+        """The memory store the run writes (closed when it ends; each node it stores is announced to the server)
+        and its frame stores (None: the settings' own)."""
         from lucy.memory.stores import open_memory
+        from lucy.service.events import NodeAnnouncer
 
-        return open_memory(self.settings), None
+        memory = open_memory(self.settings)
+        memory.add_observer(NodeAnnouncer(self.pipe))
+        return memory, None
 
     def holder(self) -> Holder:
         """Whom the stream's writer lock names: the server (the process to stop), not this worker (which the
@@ -152,12 +156,10 @@ class StreamRun(RecorderObserver):
     def run(self) -> RunEnd:
         from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
         from lucy.metrics.captioning import MeteredCaptioner
-        from lucy.service.events import NodeAnnouncer
 
         name = self.spec.name
         memory, frames = self.open_stores()
         try:
-            memory.add_observer(NodeAnnouncer(self.pipe))
             captioner = builder_captioner(self.settings)
             self.recorder = StreamRecorder(
                 self.settings, self.spec.source, name, memory,

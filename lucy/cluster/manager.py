@@ -27,6 +27,7 @@ from lucy.memory.store import MemoryStore
 from lucy.service.events import EventBus
 from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit, WorkerMessage
 from lucy.service.registry import StreamSpec
+from lucy.service.status import stored_progress
 from lucy.service.streams import ManagedStream, StreamManager
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class OwnerHandle:
                 if self._actor is None:
                     ended = registry.ended(self.spec.name)
                     if ended is not None:  # recorded to its end already: its owner is gone
-                        yield ended
+                        yield from self._recorded(ended)
                         yield WorkerExit(0)
                         return
                     self._actor = ensure_owner(self.spec, self.settings)
@@ -149,8 +150,8 @@ class OwnerHandle:
             except ActorDiedError:  # ended (its end is recorded), removed, or out of restarts
                 self._actor = None
                 ended = registry.ended(self.spec.name)
-                if ended is not None:
-                    yield ended
+                if ended is not None:  # its last reports may have gone with it (another replica let it go)
+                    yield from self._recorded(ended)
                 yield WorkerExit(0 if ended is not None else None)
                 return
             except StoreError as err:  # the database is away: ask again
@@ -171,6 +172,21 @@ class OwnerHandle:
             self._detached.wait(POLL_SECONDS)
         yield RunEnd(StreamState.STOPPED)
         yield WorkerExit(0)
+
+    def _recorded(self, end: RunEnd) -> Iterator[WorkerMessage]:
+        """A run that ended without this replica hearing its owner's last reports: its progress as the stores
+        hold it (frames committed, captions written), then its recorded end."""
+        from lucy.cluster.frames import open_cluster_frames
+        from lucy.memory.stores import shared_postgres
+
+        try:
+            progress = stored_progress(open_cluster_frames(self.settings).open(self.spec.name).info(),
+                                       shared_postgres(self.settings))
+        except StoreError:  # nothing committed, or the stores are away: the status reads them itself later
+            pass
+        else:
+            yield progress
+        yield end
 
     def stop(self) -> None:
         """Ask the owner to end its recording (committed frames and nodes are kept)."""

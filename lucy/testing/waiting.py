@@ -28,14 +28,14 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
              tolerate: tuple[type[BaseException], ...] = ()) -> T:
     """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` seconds.
 
-    Exceptions of the ``tolerate`` types (a server still starting, say) count as "not yet"; the last one is
-    named in the failure. Polling instead of sleeping keeps tests fast on a quiet machine and patient on a busy one.
+    Exceptions of the ``tolerate`` types (a server still starting, say) count as "not yet"; one raised by the last
+    poll is named in the failure. Polling instead of sleeping keeps tests fast on a quiet machine and patient on a busy one.
     """
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while True:
         try:
-            value = condition()
+            value, last = condition(), None
         except tolerate as err:
             value, last = None, err  # type: ignore[assignment]
         if value:

@@ -68,7 +68,10 @@ class JpegCodec(_ImageCodec):
     codec_name = "lucy.jpeg"
 
     def _encode_image(self, image: np.ndarray) -> bytes:
-        return imagecodecs.jpeg8_encode(image, level=self.quality)
+        # Colour at full resolution (4:4:4; about 18% more bytes than 4:2:0 at quality 90): the video's own 4:2:0
+        # already halved it, and halving it again on another grid blurs the colour of letters and small objects
+        # past naming (tests/memory/test_captioner_pixels_details.py reads them from stored frames).
+        return imagecodecs.jpeg8_encode(image, level=self.quality, subsampling="444")
 
     def _decode_image(self, data: bytes) -> np.ndarray:
         return imagecodecs.jpeg8_decode(data)

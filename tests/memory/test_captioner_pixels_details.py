@@ -66,6 +66,18 @@ def test_text_lines_say_the_colour_of_their_letters(tmp_path, reader, background
     assert f"mostly {background} background (colours: {background}" in text
 
 
+@pytest.mark.parametrize(("letters", "background"), [("orange", "gray"), ("pink", "white"), ("green", "yellow"),
+                                                     ("teal", "white"), ("black", "orange"), ("black", "yellow")])
+def test_letters_with_a_dark_outline_are_named_by_their_fill(tmp_path, reader, letters, background):
+    """The test videos' letters have a dark anti-aliased rim, as subtitles and many signs have an outline: on a
+    light ground the rim lies farthest from the ground, yet the letters' colour is their fill. Black letters
+    stay black (their edges blend into a darker shade of the ground, which is no fill)."""
+    clip = make(tmp_path, f"{letters}-{background}", background, overlays=[
+        Overlay(0, 2, "LOADING DOCK", x=0.05, y=0.05, size=0.12, color=PALETTE[letters], box=None)])
+    text = caption(reader, clip)
+    assert f'"LOADING DOCK" (top left, {letters} letters on {background}, seen 0.0-1.0 s)' in text, text
+
+
 def test_letters_on_a_plate_are_on_the_plate(tmp_path, reader):
     clip = make(tmp_path, "plate", "blue",
                 overlays=[Overlay(0, 2, "PLATFORM 4", x=0.05, y=0.05, size=0.12, color=PALETTE["yellow"])])

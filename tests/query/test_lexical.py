@@ -159,3 +159,18 @@ def test_a_colour_said_of_another_sign_is_no_confident_answer():
     reply = answer(Question("What colour were the letters of the DOCK 14 sign?", ("white", "yellow", "pink", "red")),
                    [unsure, QUIET])
     assert not reply.confident and "not about what was asked" in reply.reason
+
+
+def test_a_colour_is_read_as_said_of_the_thing_asked_about():
+    """"green letters on brown": the letters are green, brown is what they are written on; "4 red squares" on the
+    line below is the colour of something else. Each question gets the colour said of what it asks about."""
+    memory = [MemoryItem(8, "fine", 420, 430, 'On-screen text (read by OCR):\n'
+                                              '- "LOADING DOCK" (top left, green letters on brown, seen 427.0 s)\n'
+                                              'Objects: 4 red squares (top right, 427.0-429.0 s)')]
+    options = ("brown", "red", "white", "green")
+    for text in ("What colour was the lettering of the LOADING DOCK sign?",
+                 "The LOADING DOCK sign was written in which colour?"):
+        reply = answer(Question(text, options), memory)
+        assert reply.answer == "green" and reply.confident, (text, reply)
+    reply = answer(Question("What colour were the squares shown with the LOADING DOCK sign?", options), memory)
+    assert reply.answer == "red", reply

@@ -89,7 +89,7 @@ def encode_jpeg_frames(frames: np.ndarray, max_side: int, quality: int) -> list[
         if size != image.size:
             image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=3.0)
         buffer = io.BytesIO()
-        image.save(buffer, format="JPEG", quality=quality)
+        image.save(buffer, format="JPEG", quality=quality, subsampling=0)  # full-resolution colour (4:4:4)
         out.append(base64.b64encode(buffer.getvalue()).decode("ascii"))
     return out
 

@@ -16,6 +16,7 @@ the span, shrunk by ``coarse_scale``, so small text and small objects escape it,
 from __future__ import annotations
 
 import asyncio
+import colorsys
 import dataclasses
 import difflib
 import hashlib
@@ -340,12 +341,19 @@ def _letters_on(patch: np.ndarray, names: np.ndarray, ground: int) -> tuple[str 
         return None, ground_name, False
     strokes = dist > threshold
     starts = strokes[:, 1:] & ~strokes[:, :-1]
-    if strokes.sum() < _STROKE_PX * max(1, int(starts.sum()) + int(strokes[:, 0].sum())):
-        return None, ground_name, False
+    thin = strokes.sum() < _STROKE_PX * max(1, int(starts.sum()) + int(strokes[:, 0].sum()))
     core = strokes & (dist >= 0.8 * far)
     votes = np.bincount(names[core].ravel(), minlength=len(COLOURS))
     top = int(np.argmax(votes))
-    if votes[top] < 6 or votes[top] < 0.6 * core.sum() or top == ground:
+    fill = None
+    if thin or COLOURS[top] == "black" or votes[top] < 0.6 * core.sum():
+        # The farthest pixels may be a dark outline around the letters (on a light ground, all Otsu splits off).
+        fill = _outlined_fill(patch, names, dist > 0.5 * threshold, ground_rgb)
+    if fill is not None:
+        top = fill
+    elif thin or votes[top] < 6 or votes[top] < 0.6 * core.sum():
+        return None, ground_name, False
+    if top == ground:
         return None, ground_name, False
     if COLOURS[top] == "gray" and COLOURS[ground] in ("black", "white"):  # thin white-on-black blends to gray
         return None, ground_name, False
@@ -356,8 +364,53 @@ def _letters_on(patch: np.ndarray, names: np.ndarray, ground: int) -> tuple[str 
     side = int(np.argmax(around))
     ground_name = COLOURS[side] if side != top and around[side] >= 0.5 * max(1, near.sum()) else None
     mine = names == top
-    plate = int((mine.mean(axis=1) >= 0.6).sum()) >= 2
+    plate = fill is None and int((mine.mean(axis=1) >= 0.6).sum()) >= 2  # outlined letters are letters
     return COLOURS[top], ground_name, plate
+
+
+def _outlined_fill(patch: np.ndarray, names: np.ndarray, strokes: np.ndarray, ground_rgb: np.ndarray) -> int | None:
+    """The fill colour of letters drawn with a dark outline or shadow (subtitles, many signs), or None.
+
+    The outline is the darkest colour among the strokes. Pixels that blend ground and outline lie near the line
+    between those two colours (so do all the pixels of plain dark letters, and their edges); the fill is what lies
+    well off that line. A name must hold most of those pixels, and they must be a good share of the strokes."""
+    rgb = patch.astype(np.float32)
+    luma = rgb @ np.array([0.299, 0.587, 0.114], np.float32)
+    stroke_luma = luma[strokes]
+    if stroke_luma.size < 12:
+        return None
+    dark = strokes & (luma <= np.percentile(stroke_luma, 10))
+    outline = np.median(rgb[dark], axis=0)
+    if outline.max() > 90 or float(ground_rgb @ np.array([0.299, 0.587, 0.114])) - float(outline.mean()) < 40:
+        return None  # no dark outline darker than the ground
+    axis = ground_rgb - outline
+    t = np.clip(((rgb - outline) @ axis) / max(float(axis @ axis), 1e-6), 0.0, 1.0)
+    off = np.sqrt(((rgb - (outline + t[..., None] * axis)) ** 2).sum(axis=-1))
+    fill = strokes & (off >= max(45.0, 0.6 * float(np.percentile(off[strokes], 98))))
+    if fill.sum() < max(8, 0.12 * strokes.sum()):
+        return None
+    votes = np.bincount(names[fill].ravel(), minlength=len(COLOURS))
+    top = int(np.argmax(votes))
+    if votes[top] < 0.6 * fill.sum() or COLOURS[top] == "black":
+        return None
+    # Dark letters on a coloured ground blend into a darker shade of the ground (black on orange: brown): a fill
+    # of the ground's own hue is such a blend.
+    if _hue_gap(np.median(rgb[fill & (names == top)], axis=0), ground_rgb) < 25:
+        return None
+    return top
+
+
+def _hue_gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Degrees between the hues of two RGB colours; 180 when either is grey (it has no hue to share)."""
+    hues = []
+    for rgb in (a, b):
+        r, g, b_ = (float(c) for c in rgb)
+        top, low = max(r, g, b_), min(r, g, b_)
+        if top - low < 0.15 * max(top, 1.0):
+            return 180.0
+        hues.append(colorsys.rgb_to_hsv(r / 255, g / 255, b_ / 255)[0] * 360)
+    gap = abs(hues[0] - hues[1]) % 360
+    return min(gap, 360 - gap)
 
 
 def _grow(mask: np.ndarray) -> np.ndarray:

@@ -34,7 +34,15 @@ from lucy.query.reasoners.base import (
     Usage,
 )
 from lucy.query.reasoners.lexical_watch import check_memory
-from lucy.query.text import BM25, clip_text, hybrid_scores, normalise_phrase, question_terms, similar, terms
+from lucy.query.text import (
+    BM25,
+    clip_text,
+    hybrid_scores,
+    normalise_phrase,
+    question_terms,
+    similar,
+    terms,
+)
 
 _DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
 _DETAILED = ("fine", "ultra_fine")
@@ -54,6 +62,13 @@ NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully
 ECHO_WEIGHT = 0.5
 UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
 CONTEXT_WEIGHT = 0.25
+# A colour said of nothing in particular, or of another thing than the one asked about (LexicalReasoner._attached).
+NEUTRAL_WEIGHT, ELSEWHERE_WEIGHT = 0.75, 0.5
+# Words that ask for the colour of writing ("the lettering", "written in which colour"): what a caption says of letters.
+_WRITING = re.compile(r"\b(letter\w*|written|writing|text|font|print\w*|script|words?)\b", re.IGNORECASE)
+COLOUR_NAMES = frozenset((
+    "black", "gray", "grey", "white", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink",
+    "violet", "cyan", "magenta", "beige", "gold", "silver", "navy", "maroon", "olive", "turquoise"))
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _FACT = re.compile(r"\n+|;\s+")  # a caption's separate statements: its lines, and the items of a list in one line
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
@@ -152,6 +167,36 @@ class LexicalReasoner(Reasoner):
         return set(terms(named)) - {t for option in question.options for t in terms(option)}
 
     @staticmethod
+    def _asked(question: Question, anchors: set[str]) -> set[str]:
+        """The things the question asks a colour of ("the lettering of the X sign": lettering, sign; "the
+        background colour": background), as terms: the words of what it asks about, less names and options."""
+        found = _CONTEXT.search(question.text)
+        subject = question.text if found is None else question.text[:found.start()]
+        options = {t for option in question.options for t in terms(option)}
+        asked = set(terms(subject)) - anchors - options - _ANSWER_KIND - set(terms(" ".join(COLOUR_NAMES)))
+        return asked | ({"letter"} if _WRITING.search(question.text) else set())
+
+    @staticmethod
+    def _attached(facts: list[str], colour: str, asked: set[str]) -> float:
+        """How a colour stands in a memory's statements, as English attaches it to the word right after it: 1
+        where it is said of what the question asks about ("green letters" for the lettering);
+        :data:`NEUTRAL_WEIGHT` where it is said of nothing in particular ("letters on brown"); less where every
+        mention is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red squares" when the lettering is asked about,
+        "brown 93%" of the picture)."""
+        pattern = re.compile(rf"(?<![a-z0-9-]){re.escape(colour)}(?![a-z0-9-])(?:\s+([a-z0-9%.]+))?",
+                             re.IGNORECASE)
+        best = 0.0
+        for fact in facts:
+            for found in pattern.finditer(fact):
+                following = terms((found.group(1) or "").lower())
+                if following and following[0] in asked:
+                    return 1.0
+                # Said of nothing in particular ("letters on brown", "... in green."), or of something else ("red
+                # squares", "brown 93%" of the picture).
+                best = max(best, ELSEWHERE_WEIGHT if following else NEUTRAL_WEIGHT)
+        return best or 1.0
+
+    @staticmethod
     def _specific(weights: dict[str, float], bm25: BM25) -> dict[str, float]:
         """The words of what is asked about, each weighted by how specific it is in memory (its idf against the
         most specific of them): in "where were the red squares", "red" tells the row asked about from the white
@@ -236,7 +281,9 @@ class LexicalReasoner(Reasoner):
         qset = set(question_terms(question.text))
         weights = self._specific(self._weights(question.text), bm25)
         anchors = self._anchors(question)
-        lines = [[terms(fact) for fact in _FACT.split(m.text)] for m in memory]
+        asked = self._asked(question, anchors)
+        facts = [_FACT.split(m.text) for m in memory]
+        lines = [[terms(fact) for fact in item] for item in facts]
         doc_terms = [{t for line in item for t in line} for item in lines]
         phrases = [normalise_phrase(m.text) for m in memory]
         specific = self._specificity(memory, context)
@@ -263,6 +310,7 @@ class LexicalReasoner(Reasoner):
             # A code said aloud is written either way ("B 12" on a sign, "B12" in a transcript, or the reverse).
             spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
                                     any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])
+            colour = phrase if phrase in COLOUR_NAMES and asked else None
             best: _Scored | None = None
             scores = [0.0] * len(memory)
             for k, item in enumerate(memory):
@@ -285,6 +333,8 @@ class LexicalReasoner(Reasoner):
                     said.update(terms(option))
                 anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
                 support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
+                if colour is not None and support > 0:
+                    support *= self._attached(facts[k], colour, asked)
                 score = scores[k] = support * cap[k]
                 if score > 0 and (best is None or score > best.score):
                     best = _Scored(item, score, exact, context[k], anchored)

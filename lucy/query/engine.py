@@ -202,7 +202,7 @@ class _QuestionLoop:
             return
 
         # 2. sparse initialisation
-        async for step in self.localiser.initialise(top_down):
+        async for step in self.localiser.initialise(top_down, answer.reply.evidence if answer.reply else ()):
             yield step
 
         # 3. backtracking rounds

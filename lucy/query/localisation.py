@@ -7,18 +7,19 @@ rests on something inside it. Where a search found nothing the answer could use,
 ends: digging deeper where nothing was found is how a question spends all its rounds in one corner of the
 video. The candidates are the spans of the current memory not searched yet, less the dead ends, and the coarse
 spans nobody has opened yet; both agents (the lexical one and a model) see the same candidates, each with a note
-of what is known of it."""
+of what is known of it: not opened yet, holding what the answer so far rests on (where looking closer confirms or
+overturns it), or inside a span where an answer found evidence."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from lucy.config import Level, summary_depth
 from lucy.query import prompts
 from lucy.query.memory_view import MEMORY_LEVELS, MemoryView, Span, SpanKey, ViewItem, memory_depth, span_key
 from lucy.query.packing import PromptPacker
-from lucy.query.reasoners.base import AnswerReply, Question, Reasoner, ReasonerError
+from lucy.query.reasoners.base import EVIDENCE_NOTE, AnswerReply, EvidenceSpan, Question, Reasoner, ReasonerError
 from lucy.query.summaries import SummaryLevels
 from lucy.query.text import terms
 from lucy.query.trace import TraceRecorder, TraceStep
@@ -58,13 +59,15 @@ class Localiser:
         # Candidates' order: the chosen coarse spans first (best first), then their neighbours.
         self._candidate_order: dict[int, int] = {}
         self._opened: list[_Opened] = []
+        self._evidence: list[EvidenceSpan] = []  # where the latest answer found what it rests on
 
     # --------------------------------------------------------------------------------------- sparse initialisation
 
-    async def initialise(self, top_down: bool) -> AsyncIterator[TraceStep]:
+    async def initialise(self, top_down: bool, evidence: Sequence[EvidenceSpan] = ()) -> AsyncIterator[TraceStep]:
         """The ``init_spans`` most relevant coarse spans, each widened by its neighbours, become the current
         memory (all of them for a question about the whole video). ``top_down``: the choice starts from the
-        coarsest summaries and goes down a level at a time."""
+        coarsest summaries and goes down a level at a time. ``evidence``: where the answer from coarse memory
+        found what it rests on; those coarse spans come first, as the place to look closer."""
         view = self.view
         frontier = self.summaries.cover() if top_down else [view.coarse_item(k) for k in range(len(view.coarse_grid))]
         while True:
@@ -77,7 +80,10 @@ class Localiser:
                 chosen = [view.coarse_index(item.start) for item in picked]
                 break
             frontier = self._one_level_down(picked)
-        self._start_current_memory(chosen)
+        self._evidence = list(evidence)
+        found = [view.coarse_index(e.start) for e in evidence if e.end > e.start]
+        found = [k for k in dict.fromkeys(found) if 0 <= k < len(view.coarse_grid)]
+        self._start_current_memory(found + [k for k in chosen if k not in found])
 
     async def _select(self, frontier: list[ViewItem]) -> tuple[TraceStep, list[ViewItem], bool]:
         """One call of the selecting agent over ``frontier``: (its step, the items picked, whether the question
@@ -198,6 +204,8 @@ class Localiser:
         if item.level == Level.COARSE.value and not any(o.holds(item.start, item.end) for o in self._opened) \
                 and item.ref not in self.view.current:
             return UNOPENED
+        if any(e.start < item.end and item.start < e.end for e in self._evidence):
+            return EVIDENCE_NOTE
         if any(o.found and o.holds(item.start, item.end) for o in self._opened):
             return FRUITFUL
         return ""
@@ -219,6 +227,8 @@ class Localiser:
         """The answer after the last search: the span searched was worth it if the answer rests on something
         inside it, or if its memories name something the question asks about that few memories name (a model may
         answer "unknown" without evidence while a caption shows the van whose plate it could not read yet)."""
+        if reply is not None:
+            self._evidence = list(reply.evidence)
         if not self._opened or self._opened[-1].found is not None:
             return
         span = self._opened[-1].span

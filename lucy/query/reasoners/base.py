@@ -60,6 +60,11 @@ class MemoryItem:
     note: str = ""  # what the engine knows of the span beyond its text ("searched: nothing found")
 
 
+# The note of a candidate span that holds what the answer so far rests on (lucy.query.localisation): where looking
+# closer can confirm or overturn it.
+EVIDENCE_NOTE = "holds what the answer so far rests on"
+
+
 # ------------------------------------------------------------------------------------------------- replies
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from lucy.config.settings import LexicalReasonerSettings
 from lucy.query.reasoners.base import (
+    EVIDENCE_NOTE,
     AnswerReply,
     CheckReply,
     EvidenceSpan,
@@ -359,6 +360,9 @@ class LexicalReasoner(Reasoner):
         if first is None:
             reason = "no memory mentions any option; guessing"
             evidence: list[EvidenceSpan] = []
+        elif s1 < s.min_score:  # a guess: what it leans on is no evidence to look closer at
+            evidence = []
+            reason = f"option {top} scores only {s1:.2f} against {s2:.2f} for the runner-up; guessing"
         else:
             evidence = [EvidenceSpan(start=first.item.start, end=first.item.end)]
             reason = (f"option {top} scores {s1:.2f} against {s2:.2f} for the runner-up, from {first.item.level} "
@@ -411,8 +415,11 @@ class LexicalReasoner(Reasoner):
         raw = hybrid_scores([a + 0.5 * b for a, b in zip(bm25.scores(question_terms(question.text)),
                                                          bm25.scores(options), strict=True)],
                             [m.similarity for m in pool])
-        best_ref, best_score, best_depth = candidates[0].ref, -1.0, -1
-        for c in candidates:  # candidates come best first by the engine's order; ties keep that order...
+        # Where the answer so far found what it rests on is looked at closer first (VideoLucy's coarse-to-fine
+        # step): the best-matching of those candidates, if any holds one.
+        held = [c for c in candidates if c.note == EVIDENCE_NOTE] or list(candidates)
+        best_ref, best_score, best_depth = held[0].ref, -1.0, -1
+        for c in held:  # candidates come best first by the engine's order; ties keep that order...
             inside = [raw[i] * _weight(m.level) for i, m in enumerate(pool)
                       if c.start <= m.start and m.end <= c.end and not m.level.startswith("summary")]
             score = max(inside, default=0.0)

@@ -35,15 +35,7 @@ from lucy.query.reasoners.base import (
     Usage,
 )
 from lucy.query.reasoners.lexical_watch import check_memory
-from lucy.query.text import (
-    BM25,
-    clip_text,
-    hybrid_scores,
-    normalise_phrase,
-    question_terms,
-    similar,
-    terms,
-)
+from lucy.query.text import BM25, clip_text, hybrid_scores, normalise_phrase, question_terms, similar, terms
 
 _DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
 _DETAILED = ("fine", "ultra_fine")
@@ -70,6 +62,7 @@ _WRITING = re.compile(r"\b(letter\w*|written|writing|text|font|print\w*|script|w
 COLOUR_NAMES = frozenset((
     "black", "gray", "grey", "white", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink",
     "violet", "cyan", "magenta", "beige", "gold", "silver", "navy", "maroon", "olive", "turquoise"))
+_COLOUR_TERMS = frozenset(terms(" ".join(COLOUR_NAMES)))
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _FACT = re.compile(r"\n+|;\s+")  # a caption's separate statements: its lines, and the items of a list in one line
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
@@ -174,7 +167,7 @@ class LexicalReasoner(Reasoner):
         found = _CONTEXT.search(question.text)
         subject = question.text if found is None else question.text[:found.start()]
         options = {t for option in question.options for t in terms(option)}
-        asked = set(terms(subject)) - anchors - options - _ANSWER_KIND - set(terms(" ".join(COLOUR_NAMES)))
+        asked = set(terms(subject)) - anchors - options - _ANSWER_KIND - _COLOUR_TERMS
         return asked | ({"letter"} if _WRITING.search(question.text) else set())
 
     @staticmethod

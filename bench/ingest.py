@@ -26,6 +26,7 @@ from pathlib import Path
 
 import av
 
+from lucy.config.names import FRAME_CODECS
 from lucy.synth import cached_video
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -61,7 +62,7 @@ def lucy_ingest(video: Path, codec: str, skip: bool = True) -> tuple[float, dict
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "lucy", "ingest", str(video), "--stream", "bench",
                                "--data", data, "--json"],
-                              capture_output=True, text=True, env=_env(codec, skip))
+                              check=False, capture_output=True, text=True, env=_env(codec, skip))
         if proc.returncode != 0:
             raise SystemExit(f"lucy ingest failed: {proc.stderr.strip()}")
         elapsed = time.perf_counter() - start
@@ -101,7 +102,7 @@ def main() -> int:
         decode_best = min(decode_best, d)
         f = ffmpeg_extract(video)
         ffmpeg_best = min(ffmpeg_best, f)
-        wall, summary, stored = lucy_ingest(video, "jpeg")
+        wall, summary, _ = lucy_ingest(video, "jpeg")
         lucy_best = min(lucy_best, summary["wall_seconds"])
         _, full, _ = lucy_ingest(video, "jpeg", skip=False)
         full_best = min(full_best, full["wall_seconds"])
@@ -124,7 +125,7 @@ def main() -> int:
 
     print("\nframe codec comparison (same ingest, stored size and speed):")
     print(f"{'codec':8} {'bytes/frame':>12} {'GB/hour (2 fps)':>16} {'ingest s':>9} {'stored frames/s':>16}")
-    for codec in ("jpeg", "jpegxl", "zstd"):
+    for codec in FRAME_CODECS:
         best, stored_bytes, n = float("inf"), 0, 1
         for _ in range(max(1, args.repeat - 1)):
             _, result, stored_bytes = lucy_ingest(video, codec)

@@ -49,7 +49,7 @@ def _choices(command: Callable[..., object], parameter: str) -> tuple[str, ...]:
 
 def test_backend_names_come_from_one_place():
     assert CAPTIONER_BACKENDS == ("pixels", "openai", "vllm", "none")
-    assert REASONER_BACKENDS == ("lexical", "openai") and FRAME_CODECS == ("jpeg", "jpegxl", "zstd")
+    assert REASONER_BACKENDS == ("lexical", "openai") and FRAME_CODECS == ("jpeg", "jpeg420", "jpegxl", "zstd")
     fields = LucySettings.model_fields
     captioner = fields["captioner"].annotation.model_fields["backend"].annotation
     reasoner = fields["reasoner"].annotation.model_fields["backend"].annotation

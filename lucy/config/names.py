@@ -95,6 +95,7 @@ FrameBackend = Literal["local", "s3"]
 """Frame stores: local (Zarr in the data directory), s3 (Zarr in an S3 bucket, over obstore)."""
 FRAME_BACKENDS: tuple[str, ...] = get_args(FrameBackend)
 
-FrameCodec = Literal["jpeg", "jpegxl", "zstd"]
-"""Per-frame compression in the frame store."""
+FrameCodec = Literal["jpeg", "jpeg420", "jpegxl", "zstd"]
+"""Per-frame compression in the frame store: jpeg keeps colour at full resolution (4:4:4), jpeg420 at half (fewer
+bytes; the colour of small letters and objects blurs)."""
 FRAME_CODECS: tuple[str, ...] = get_args(FrameCodec)

@@ -45,7 +45,8 @@ class IngestSettings(_Section):
     frame_width: int = Field(640, ge=64, le=3840, description="Stored frames fit inside this width (px).")
     frame_height: int = Field(360, ge=64, le=2160, description="Stored frames fit inside this height (px).")
     codec: FrameCodec = Field(
-        "jpeg", description="Per-frame compression in the Zarr store (see bench/ingest.py for the trade-off).")
+        "jpeg", description="Per-frame compression in the Zarr store: jpeg (colour at full resolution), jpeg420 "
+                            "(half-resolution colour, fewer bytes), jpegxl or zstd (see bench/ingest.py).")
     jpeg_quality: int = Field(90, ge=30, le=100, description="JPEG / JPEG-XL quality of stored frames.")
     commit_every_frames: int = Field(
         16, ge=1, le=1024, description="Frames written before they are committed (made visible to readers).")

@@ -145,8 +145,8 @@ def _create_audio_arrays(group: zarr.Group) -> None:
 
 
 def _serializer(codec: str, quality: int) -> tuple[Any, tuple[Any, ...]]:
-    if codec == "jpeg":
-        return JpegCodec(quality=quality), ()
+    if codec in ("jpeg", "jpeg420"):
+        return JpegCodec(quality=quality, subsampling="420" if codec == "jpeg420" else "444"), ()
     if codec == "jpegxl":
         return JpegXlCodec(quality=quality), ()
     if codec == "zstd":

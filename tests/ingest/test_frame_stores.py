@@ -113,3 +113,23 @@ def test_retention_side_is_on_the_interface(frames):
     reader = frames.open("cam")
     assert reader.available_from() == 2.0 and reader.info().thinned_before == 5.0
     assert reader.stored_bytes() == before - freed  # counted by the owner, read back here
+
+
+def test_jpeg_keeps_colour_at_full_resolution_and_jpeg420_trades_it_for_bytes(frames):
+    """Red strokes 2 px wide on blue: stored as jpeg (4:4:4) they read back red; jpeg420 halves colour resolution
+    (the strokes blend towards purple) and stores fewer bytes."""
+    frame = np.zeros((1, 32, 48, 3), np.uint8)
+    frame[:] = (30, 60, 200)
+    for x in range(4, 44, 6):
+        frame[0, 4:28, x:x + 2] = (200, 30, 30)
+    strokes = frame[0, :, :, 0] > 100
+    red_left, stored = {}, {}
+    for codec in ("jpeg", "jpeg420"):
+        writer = frames.create(codec, source="x.mp4", live=False, width=48, height=32, stored_fps=2.0, codec=codec,
+                               quality=90)
+        writer.append(frame, np.zeros(1))
+        back = frames.open(codec).read(0.0, 1.0).frames[0].astype(int)
+        red_left[codec] = float(np.mean(back[strokes][:, 0] - back[strokes][:, 2]))  # red minus blue on strokes
+        stored[codec] = frames.open(codec).stored_bytes()
+    assert red_left["jpeg"] > 100 > red_left["jpeg420"], red_left
+    assert stored["jpeg420"] < stored["jpeg"], stored

@@ -430,3 +430,26 @@ def test_rounds_stop_when_looking_closer_leaves_the_answer_as_it_was(tmp_path, f
     assert result.iterations == 2 and not result.confident
     assert "unchanged after looking closer 2 times" in [s for s in result.trace if s.agent == "answer"][-1].detail
     assert [s.agent for s in result.trace if s.llm_calls][-1] == "final"
+
+
+def test_the_first_round_looks_closer_where_the_coarse_answer_found_its_evidence(tmp_path, fakes):
+    """Coarse memory says in passing what colour the van at the gate was (the answer leans on it, unsure: it is
+    coarse), while another span names the van beside the other options' colours. Selection alone goes to that
+    span; the first round looks closer where the evidence is, and the answer is found there."""
+    coarse = {60: "a van waits at the harbor gate, by a blue sign, a white wall and a green door",
+              180: "a man waves and walks to the ticket office; a red van at the harbor gate"}
+
+    def world(level, start, end, instruction):
+        if level == "coarse":
+            return coarse.get(start, f"an empty street at {start:g}s")
+        return "a red van stops at the harbor gate" if 180 <= start < 190 else f"street at {start:g}s"
+
+    memory = SQLiteMemoryStore(tmp_path / "m.sqlite")
+    memory.add_many(fakes.coarse_nodes("cam", 300, lambda s, e: world("coarse", s, e, "")))
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=LexicalReasoner(),
+                               captioner=fakes.FakeCaptioner(world), memory=memory, init_spans=1, neighbours=0)
+    result = run(engine, "What colour was the van at the harbor gate?", ["red", "blue", "white", "green"])
+    assert "coarse 60-120s" in next(s for s in result.trace if s.agent == "select").detail
+    searched = [(s.level, s.start) for s in result.trace if s.agent == "caption"]
+    assert searched[0] == ("coarse", 180.0)
+    assert result.confident and result.answer == "red" and result.iterations == 1

@@ -106,13 +106,17 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
 
 
-def similar(a: str, b: str) -> float:
-    """Similarity in [0, 1] of two terms; OCR-style slips ("4B21" for "4821") still score high."""
+def similar(a: str, b: str, floor: float = 0.0) -> float:
+    """Similarity in [0, 1] of two terms; OCR-style slips ("4B21" for "4821") still score high. Below ``floor``
+    it may return 0 instead (cheap upper bounds rule most pairs out without the full comparison)."""
     if a == b:
         return 1.0
     if min(len(a), len(b)) < 3:
         return 0.0
-    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    if floor and (matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor):
+        return 0.0
+    return matcher.ratio()
 
 
 class BM25:

@@ -174,3 +174,29 @@ def test_a_colour_is_read_as_said_of_the_thing_asked_about():
         assert reply.answer == "green" and reply.confident, (text, reply)
     reply = answer(Question("What colour were the squares shown with the LOADING DOCK sign?", options), memory)
     assert reply.answer == "red", reply
+
+
+def test_a_count_and_colour_given_of_a_thing_find_the_moment_only_where_said_of_it():
+    """"when 3 green squares appeared": a memory with a green background, a "CAM 3" label and a white square holds
+    every word, none said of the squares; the moment is the one with the 3 green squares, and its background."""
+    memory = [MemoryItem(1, "fine", 120, 130, "Scenes:\n- 120.0-129.0 s: mostly blue background\n"
+                                              "Objects: 1 white square (bottom left); 3 green squares (bottom right)"),
+              MemoryItem(2, "ultra_fine", 1582, 1584, "Scenes:\n- 1582.0-1582.5 s: mostly green background\n"
+                                                      "- 1583.0-1583.5 s: mostly teal background\n"
+                                                      'On-screen text:\n- "CAM 3 LOBBY" (bottom right)\n'
+                                                      "Objects: 1 white square (bottom centre)")]
+    reply = answer(Question("What was the background colour when 3 green squares appeared?",
+                            ("purple", "teal", "blue", "brown")), memory)
+    assert reply.answer == "blue" and reply.confident, reply
+
+
+def test_a_word_of_the_question_misread_by_ocr_still_finds_its_moment():
+    """The sign read "VSITOR" at a coarse look: the green squares shown with it are the ones asked about, not
+    those shown with another code (which, the word missed, would tie with them)."""
+    memory = [MemoryItem(1, "coarse", 960, 1020, 'On-screen text:\n- "PARCEL CH-8822" (middle left)\n'
+                                                 "Objects: 2 green squares (bottom left, 962.0 s)"),
+              MemoryItem(2, "coarse", 120, 180, 'On-screen text:\n- "VSITOR WC-3839" (middle left)\n'
+                                                "Objects: 3 green squares (bottom right, 124.0 s)")]
+    reply = answer(Question("Where in the picture were the green squares while the VISITOR code was shown?",
+                            ("bottom left", "top right", "top left", "bottom right")), memory)
+    assert reply.answer == "bottom right" and reply.evidence[0].start == 120, reply

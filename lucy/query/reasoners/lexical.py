@@ -57,6 +57,9 @@ UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (Lex
 CONTEXT_WEIGHT = 0.25
 # A colour said of nothing in particular, or of another thing than the one asked about (LexicalReasoner._attached).
 NEUTRAL_WEIGHT, ELSEWHERE_WEIGHT = 0.75, 0.5
+# A count or colour the question gives of a thing ("when 3 green squares appeared") found in a memory only of
+# something else ("CAM 3 LOBBY", "green background"): how much of the word's weight it still carries there.
+DETACHED_WEIGHT = 0.25
 # Words that ask for the colour of writing ("the lettering", "written in which colour"): what a caption says of letters.
 _WRITING = re.compile(r"\b(letter\w*|written|writing|text|font|print\w*|script|words?)\b", re.IGNORECASE)
 COLOUR_NAMES = frozenset((
@@ -85,6 +88,11 @@ def _relevant(context: float) -> float:
 
 def _weight(level: str) -> float:
     return _DEPTH_WEIGHT.get(level, _SUMMARY_WEIGHT)
+
+
+def _is_modifier(word: list[str]) -> bool:
+    """Whether a word (its terms) is a count or a colour: "3", "three", "green"."""
+    return len(word) == 1 and ((word[0].isdigit() and len(word[0]) <= 3) or word[0] in _COLOUR_TERMS)
 
 
 class LexicalReasoner(Reasoner):
@@ -116,7 +124,7 @@ class LexicalReasoner(Reasoner):
         best, which = 0.0, None
         for d in doc_terms:
             if abs(len(d) - len(term)) <= 2:
-                score = similar(term, d)
+                score = similar(term, d, self.settings.fuzzy)
                 if score > best:
                     best, which = score, d
         if best < self.settings.fuzzy:
@@ -217,24 +225,79 @@ class LexicalReasoner(Reasoner):
             weights[t] = 0.5
         return weights
 
-    @staticmethod
-    def _context(memory: Sequence[MemoryItem], bm25: BM25, query: list[str]) -> list[float]:
+    def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str], question: str) -> list[float]:
         """How well each memory matches the question's own words, in [0, 1]; a memory inherits 0.4 of what
-        the memories enclosing it match (a fine caption inside the coarse span that names the place)."""
+        the memories enclosing it match (a fine caption inside the coarse span that names the place). A long word
+        read with an OCR slip ("VSITOR" for "VISITOR") counts as :meth:`_match` scores it; a count or colour the
+        question gives of a thing counts fully only where it is said of that thing (:meth:`_modifiers`)."""
         qset = set(query)
-        # Words no memory holds tell nothing about which memory is relevant: they are left out of the total.
-        total = sum(bm25.idf_of(t) for t in qset if t in bm25.idf) or 1.0
-        own = [qset & set(bm25.docs[i]) for i in range(len(memory))]
+        modifiers = self._modifiers(question)
+        vocabulary = set(bm25.idf)
+        # Each question word as memory writes it: exactly, or its near misses (scored once over the vocabulary).
+        near: dict[str, dict[str, float]] = {t: {} for t in qset}
+        for t in qset:
+            if len(t) >= 5:  # shorter words must match exactly (:meth:`_match`)
+                near[t] = {d: found for d in vocabulary - {t}
+                           if (abs(len(d) - len(t)) <= 2 or t in d) and (found := self._match(t, {d})[0]) > 0}
+        # Words no memory holds, even misread, tell nothing about which memory is relevant: left out of the total.
+        worth = {t: bm25.idf_of(t) if t in vocabulary else max(bm25.idf_of(d) for d in near[t])
+                 for t in qset if t in vocabulary or near[t]}
+        total = sum(worth.values()) or 1.0
+        own: list[dict[str, float]] = []  # per memory: the question words it holds, each with how well (1: exactly)
+        for item, doc in zip(memory, bm25.docs, strict=True):
+            held = {t: 1.0 for t in worth if t in doc}
+            if modifiers.keys() & held.keys():
+                lines = [terms(fact) for fact in _FACT.split(item.text)]
+                for t in modifiers.keys() & held.keys():
+                    if not any(self._said_of(line, t, modifiers[t]) for line in lines):
+                        held[t] = DETACHED_WEIGHT
+            for t in worth.keys() - held.keys():
+                found = max((near[t][d] for d in doc if d in near[t]), default=0.0)
+                if found:
+                    held[t] = found
+            own.append(held)
         out = []
         for i, item in enumerate(memory):
-            inherited: set[str] = set()
+            inherited: dict[str, float] = {}
             for j, other in enumerate(memory):
                 if j != i and other.start <= item.start and item.end <= other.end and \
                         (other.end - other.start) > (item.end - item.start):
-                    inherited |= own[j]
-            mass = sum(bm25.idf_of(t) for t in own[i]) + 0.4 * sum(bm25.idf_of(t) for t in inherited - own[i])
+                    for t, found in own[j].items():
+                        inherited[t] = max(inherited.get(t, 0.0), found)
+            mass = sum(worth[t] * found for t, found in own[i].items()) + 0.4 * sum(
+                worth[t] * max(0.0, found - own[i].get(t, 0.0)) for t, found in inherited.items())
             out.append(min(1.0, mass / total))
         return out
+
+    @staticmethod
+    def _modifiers(question: str) -> dict[str, str]:
+        """The counts and colours the question gives of a thing, each with that thing: "when 3 green squares
+        appeared" -> {"3": "square", "green": "square"} (a number inside a time or a code is no count)."""
+        words = [terms(token) for token in question.split()]
+        out: dict[str, str] = {}
+        for p, word in enumerate(words):
+            if not _is_modifier(word):
+                continue
+            thing = next((w for w in words[p + 1:] if not _is_modifier(w)), None)
+            if thing:  # the word right after the counts and colours; none when it is a stopword ("3 of the ...")
+                out[word[0]] = thing[0]
+        return out
+
+    @staticmethod
+    def _said_of(line: list[str], modifier: str, thing: str) -> bool:
+        """Whether a line says ``modifier`` of ``thing``: before it, with only other counts and colours between
+        ("3 green squares"), or right after it ("squares: 3")."""
+        for p, word in enumerate(line):
+            if word != modifier:
+                continue
+            if p > 0 and line[p - 1] == thing:
+                return True
+            for after in line[p + 1:]:
+                if after == thing:
+                    return True
+                if not (after.isdigit() or after in _COLOUR_TERMS):
+                    break
+        return False
 
     @staticmethod
     def _specificity(memory: Sequence[MemoryItem], context: list[float]) -> list[float]:
@@ -260,7 +323,7 @@ class LexicalReasoner(Reasoner):
         memory = list(memory)
         bm25 = BM25([m.text for m in memory])
         query = question_terms(question.text)
-        context = self._context(memory, bm25, query)
+        context = self._context(memory, bm25, query, question.text)
         if question.options:
             reply = self._choose(question, memory, bm25, context)
         else:

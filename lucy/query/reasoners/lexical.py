@@ -239,23 +239,26 @@ class LexicalReasoner(Reasoner):
             if len(t) >= 5:  # shorter words must match exactly (:meth:`_match`)
                 near[t] = {d: found for d in vocabulary - {t}
                            if (abs(len(d) - len(t)) <= 2 or t in d) and (found := self._match(t, {d})[0]) > 0}
-        # Words no memory holds, even misread, tell nothing about which memory is relevant: left out of the total.
-        worth = {t: bm25.idf_of(t) if t in vocabulary else max(bm25.idf_of(d) for d in near[t])
-                 for t in qset if t in vocabulary or near[t]}
-        total = sum(worth.values()) or 1.0
         own: list[dict[str, float]] = []  # per memory: the question words it holds, each with how well (1: exactly)
         for item, doc in zip(memory, bm25.docs, strict=True):
-            held = {t: 1.0 for t in worth if t in doc}
+            held = {t: 1.0 for t in qset if t in doc}
+            for t in qset - held.keys():
+                found = max((near[t][d] for d in doc if d in near[t]), default=0.0)
+                if found:
+                    held[t] = found
             if modifiers.keys() & held.keys():
                 lines = [terms(fact) for fact in _FACT.split(item.text)]
                 for t in modifiers.keys() & held.keys():
                     if not any(self._said_of(line, t, modifiers[t]) for line in lines):
                         held[t] = DETACHED_WEIGHT
-            for t in worth.keys() - held.keys():
-                found = max((near[t][d] for d in doc if d in near[t]), default=0.0)
-                if found:
-                    held[t] = found
             own.append(held)
+        # A word counts as much as memory holds it at best: one no memory holds, even misread, tells nothing about
+        # which memory is relevant, and the memory that holds a misread word best is not marked down for the slip.
+        best = {t: max(held.get(t, 0.0) for held in own) for t in qset} if own else {}
+        worth = {t: best[t] * (bm25.idf_of(t) if t in vocabulary else max(bm25.idf_of(d) for d in near[t]))
+                 for t in qset if best.get(t)}
+        total = sum(worth.values()) or 1.0
+        own = [{t: found / best[t] for t, found in held.items()} for held in own]
         out = []
         for i, item in enumerate(memory):
             inherited: dict[str, float] = {}

@@ -200,3 +200,15 @@ def test_a_word_of_the_question_misread_by_ocr_still_finds_its_moment():
     reply = answer(Question("Where in the picture were the green squares while the VISITOR code was shown?",
                             ("bottom left", "top right", "top left", "bottom right")), memory)
     assert reply.answer == "bottom right" and reply.evidence[0].start == 120, reply
+
+
+def test_a_colour_named_with_its_neighbours_name_reads_as_the_option_nearest_it():
+    """Small pink letters blended with a brown ground read "red"; red is no option, pink is its neighbour, and
+    the yellow of other things is no reading of the letters. Were red an option, red it would be."""
+    memory = [MemoryItem(1, "fine", 220, 230, 'On-screen text:\n- "WEST LIFT" (top left, red letters on brown)\n'
+                                              "Objects: 2 yellow squares (bottom left)")]
+    question = "What colour was the lettering of the WEST LIFT sign?"
+    reply = answer(Question(question, ("purple", "yellow", "teal", "pink")), memory)
+    assert reply.answer == "pink", reply
+    reply = answer(Question(question, ("purple", "yellow", "red", "pink")), memory)
+    assert reply.answer == "red" and reply.confident, reply

@@ -66,6 +66,13 @@ COLOUR_NAMES = frozenset((
     "black", "gray", "grey", "white", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink",
     "violet", "cyan", "magenta", "beige", "gold", "silver", "navy", "maroon", "olive", "turquoise"))
 _COLOUR_TERMS = frozenset(terms(" ".join(COLOUR_NAMES)))
+# Colours either side of a colour's borders on the hue wheel (and brown, a dark orange), as captions name them.
+_NEIGHBOURS: dict[str, set[str]] = {}
+for _a, _b in (("red", "orange"), ("orange", "yellow"), ("yellow", "green"), ("green", "teal"), ("teal", "blue"),
+               ("blue", "purple"), ("purple", "pink"), ("pink", "red"), ("orange", "brown")):
+    _NEIGHBOURS.setdefault(_a, set()).add(_b)
+    _NEIGHBOURS.setdefault(_b, set()).add(_a)
+NEIGHBOUR_WEIGHT = 0.5  # what a neighbour's name counts for an option colour no memory names
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _FACT = re.compile(r"\n+|;\s+")  # a caption's separate statements: its lines, and the items of a list in one line
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n+")
@@ -353,6 +360,7 @@ class LexicalReasoner(Reasoner):
         relevant = [k for k in range(len(memory)) if top_cap > 0 and cap[k] >= 0.5 * top_cap]
         relevant_mass = sum(cap[k] for k in relevant) or 1.0
         best_per_option: list[_Scored | None] = []
+        option_colours = {normalise_phrase(o) for o in question.options} & COLOUR_NAMES
         for i, option in enumerate(question.options):
             others = set().union(*(t for j, t in enumerate(option_terms) if j != i))
             distinct = (option_terms[i] - others - qset) or (option_terms[i] - others) or option_terms[i]
@@ -391,10 +399,19 @@ class LexicalReasoner(Reasoner):
                     near = 1.0 if coded else self._near_phrase(lines[k], terms(option), weights)
                     support = max(support, 0.8 * (0.4 + 0.6 * near))
                     said.update(terms(option))
-                anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
-                support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
                 if colour is not None and support > 0:
                     support *= self._attached(facts[k], colour, asked)
+                elif colour is not None:
+                    # Named only with a neighbour's name that is no option ("red letters" when pink is one): names
+                    # of colours blur at their borders, in a caption as in a small, blended picture.
+                    for other in _NEIGHBOURS.get(colour, set()) - option_colours:
+                        if other in doc_terms[k]:
+                            reading = NEIGHBOUR_WEIGHT * (0.4 + 0.6 * self._near(lines[k], other, weights)) * \
+                                self._attached(facts[k], other, asked)
+                            if reading > support:
+                                support, said = reading, {other}
+                anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
+                support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
                 score = scores[k] = support * cap[k]
                 if score > 0 and (best is None or score > best.score):
                     best = _Scored(item, score, exact, context[k], anchored)

@@ -10,6 +10,8 @@ Three sets of videos and questions (``bench/needle_sets.py``), each scored on it
   4-8 s needles (half on the haystack's own background), squares in a corner and coloured lettering; questions
   name a needle by its label, its squares or its code line and ask for the corner, the lettering's colour, the
   background or the place.
+* ``tune-varied`` — ``tune-short``'s videos, each question asked in one of four phrasings (also written by the
+  developer who tunes): how much hangs on the wording.
 * ``test`` — a held-out set, written by someone else and never looked at while tuning: a concourse camera with other backgrounds and
   distractor signs that share words with the needles' signs, needles of 3-10 s (half keep the haystack's
   background, so no scene cut marks them; some show the sign first and the squares right after), and questions
@@ -220,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", default="10,30,60,120", help="haystack lengths in minutes, comma-separated")
     parser.add_argument("--needles", type=int, default=5, help="needles per haystack (4 questions each)")
     parser.add_argument("--set", choices=[*SETS, "all"], default="all",
-                        help="tune, tune-short: the sets Lucy was developed on; test: the held-out set (default all)")
+                        help="tune, tune-short, tune-varied: the sets Lucy was developed on; test: the held-out set "
+                             "(default all)")
     parser.add_argument("--quick", action="store_true", help="a quick subset: 10 and 30 minutes, 3 needles")
     parser.add_argument("--preset", default="live", help="memory-level preset (default live: T = 60/10/2 s)")
     parser.add_argument("--seed", type=int, default=1, help="seed (each set draws its own videos from it)")

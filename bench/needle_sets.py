@@ -486,6 +486,40 @@ SHORT_BACKGROUNDS = ["blue", "teal", "brown", "purple", "green", "gray"]
 SHORT_CORNERS = {"top right": (0.62, 0.08), "bottom left": (0.05, 0.72), "bottom right": (0.62, 0.72)}
 
 
+# Other ways to ask tune-short's four questions (the ``tune-varied`` set), written by the developer who tunes.
+VARIED_PHRASINGS = {
+    "corner": ["Where in the picture were the {colour} squares while the {label} code was shown?",
+               "In which corner of the frame did the {colour} squares sit when the {label} line was displayed?",
+               "The {label} code was on screen together with some {colour} squares. Where were they?",
+               "Which part of the image held the {colour} squares during the {label} code?"],
+    "lettering": ["What colour was the lettering of the {site} sign?",
+                  "In what colour were the words {site} written?",
+                  "The sign reading {site}: which colour were its letters?",
+                  "What was the text colour of the {site} sign?"],
+    "background": ["What was the background colour when {count} {colour} squares appeared?",
+                   "When {count} {colour} squares were on screen, what colour was the backdrop?",
+                   "Behind the {count} {colour} squares, what colour was the scene?",
+                   "Which colour filled the screen behind the {colour} squares (there were {count})?"],
+    "place": ["Which place did the sign name when the {label} {code} line was on screen?",
+              "The code {code} appeared under which sign?",
+              "What location was named while {label} {code} was displayed?",
+              "Which sign accompanied the {code} code?"],
+}
+
+
+def plan_varied(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Question], list[Scene],
+                                                               list[Overlay], list[Shape]]:
+    """The ``tune-varied`` set: ``tune-short``'s videos and answers, each question asked in one of
+    :data:`VARIED_PHRASINGS` (drawn apart from the videos, which stay those of ``tune-short``)."""
+    found, questions, scenes, overlays, shapes = plan_short(minutes, needles, seed)
+    rng = random.Random(f"lucy-needle-tune-varied/{seed}/{minutes}")
+    for q in questions:
+        n = found[q.needle]
+        q.text = rng.choice(VARIED_PHRASINGS[q.kind]).format(colour=n.colour, label=n.label, site=n.site,
+                                                             count=n.count, code=n.code)
+    return found, questions, scenes, overlays, shapes
+
+
 def plan_short(minutes: int, needles: int, seed: int) -> tuple[list[Needle], list[Question], list[Scene],
                                                               list[Overlay], list[Shape]]:
     """The ``tune-short`` set: the ``tune`` haystack with short needles and questions by other details."""
@@ -538,5 +572,6 @@ def plan_short(minutes: int, needles: int, seed: int) -> tuple[list[Needle], lis
     return found, questions, scenes, overlays, shapes + rows
 
 
-SETS = {"tune": plan, "tune-short": plan_short, "test": plan_test}
-MAX_NEEDLES = {"tune": len(SITES), "tune-short": len(SHORT_SITES), "test": len(TEST_SITES)}
+SETS = {"tune": plan, "tune-short": plan_short, "tune-varied": plan_varied, "test": plan_test}
+MAX_NEEDLES = {"tune": len(SITES), "tune-short": len(SHORT_SITES), "tune-varied": len(SHORT_SITES),
+               "test": len(TEST_SITES)}

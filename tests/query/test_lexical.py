@@ -212,3 +212,26 @@ def test_a_colour_named_with_its_neighbours_name_reads_as_the_option_nearest_it(
     assert reply.answer == "pink", reply
     reply = answer(Question(question, ("purple", "yellow", "red", "pink")), memory)
     assert reply.answer == "red" and reply.confident, reply
+
+
+def test_the_same_question_in_other_words_gets_the_same_answer():
+    """What is asked about may come after a leading clause, be called a backdrop, or a pronoun in a second
+    sentence; a count may be given apart ("there were 4"). Each wording is answered as surely as the plainest."""
+    memory = [MemoryItem(1, "fine", 600, 610, "Scenes:\n- 600.0-606.0 s: mostly brown background\n"
+                                              "Objects: 4 yellow squares (bottom right, 601.0-605.0 s)"),
+              MemoryItem(2, "fine", 300, 310, "Scenes:\n- 300.0-309.0 s: mostly white background\n"
+                                              "Objects: 1 white square (bottom centre); 2 yellow squares (top left)")]
+    options = ("white", "teal", "brown", "blue")
+    for text in ("What was the background colour when 4 yellow squares appeared?",
+                 "When 4 yellow squares were on screen, what colour was the backdrop?",
+                 "Which colour filled the screen behind the yellow squares (there were 4)?"):
+        reply = answer(Question(text, options), memory)
+        assert reply.answer == "brown" and reply.confident, (text, reply)
+    memory = [MemoryItem(1, "fine", 120, 130, 'On-screen text:\n- "PARCEL CH-8822" (middle left)\n'
+                                              "Objects: 1 white square (bottom centre); 3 green squares (bottom left)"),
+              MemoryItem(2, "fine", 700, 710, 'On-screen text:\n- "LOCKER WD-4026" (middle left)\n'
+                                              "Objects: 1 white square (bottom centre); 2 green squares (top right)")]
+    for text in ("Where in the picture were the green squares while the LOCKER code was shown?",
+                 "The LOCKER code was on screen together with some green squares. Where were they?"):
+        reply = answer(Question(text, ("bottom left", "top right", "bottom right", "top left")), memory)
+        assert reply.answer == "top right" and reply.confident, (text, reply)

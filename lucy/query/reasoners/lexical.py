@@ -49,6 +49,17 @@ _GLOBAL = re.compile(
 # the screen said EXIT"): the words after it place the moment (see LexicalReasoner._weights).
 _CONTEXT = re.compile(r"\s(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
                       r"together with|with)\s", re.IGNORECASE)
+# ... or a clause before the question proper ("When 4 squares were on screen, what colour was the backdrop?").
+_LEADING = re.compile(r"^\s*(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
+                      r"together with|with|as)\b[^,?]*,\s*", re.IGNORECASE)
+_SENTENCES = re.compile(r"(?<=[.?!])\s+")
+_WH = re.compile(r"\b(which|what|whose|who|where|how)\b", re.IGNORECASE)
+_PRONOUN = re.compile(r"\b(they|them|it|those|these)\b", re.IGNORECASE)
+# The thing a sentence ends on, after its article or count ("... together with some purple squares."): what a
+# pronoun in the next sentence ("Where were they?") stands for.
+_LAST_THING = re.compile(r"\b(?:a|an|the|some|\d+)\s+((?:[\w-]+\s+){0,2}[\w-]+)\W*$", re.IGNORECASE)
+# Words that ask about the picture's background without naming it.
+_BACKGROUND = re.compile(r"\b(backdrop|backgrounds?|fill(s|ed)? the (screen|picture|frame|image))\b", re.IGNORECASE)
 _NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
 NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
@@ -95,6 +106,25 @@ def _relevant(context: float) -> float:
 
 def _weight(level: str) -> float:
     return _DEPTH_WEIGHT.get(level, _SUMMARY_WEIGHT)
+
+
+def subject_of(question: str) -> str:
+    """The words of a question that say what it asks about, less those that place the moment: "What colour was
+    the van at DOCK 14?" -> "What colour was the van"; "When 4 squares were on screen, what colour was the
+    backdrop?" -> "what colour was the backdrop?"; "The code was shown with some purple squares. Where were
+    they?" -> "Where were they? purple squares" (a pronoun stands for the thing the sentence before ends on)."""
+    sentences = [part for part in _SENTENCES.split(question.strip()) if part]
+    if not sentences:
+        return ""
+    at = max((i for i, part in enumerate(sentences) if part.rstrip().endswith("?")), default=len(sentences) - 1)
+    asking = _LEADING.sub("", sentences[at])
+    found = _CONTEXT.search(asking)
+    subject = asking if found is None else asking[:found.start()]
+    if found is not None and _WH.search(asking[found.end():]) and not _WH.search(subject):
+        subject = asking[found.start():]  # "The code appeared under which sign?": the asking part comes last
+    if at > 0 and _PRONOUN.search(subject) and (thing := _LAST_THING.search(sentences[at - 1])):
+        subject = f"{subject} {thing.group(1)}"
+    return subject
 
 
 def _is_modifier(word: list[str]) -> bool:
@@ -170,8 +200,7 @@ class LexicalReasoner(Reasoner):
         """What the question names in what it asks about, written as a name ("the lettering of the SOUTH
         ENTRANCE sign", 'the "EXIT" sign', a code): the answer must be said in the statement that names it, not
         in a caption's other lines ("white letters" of another sign). Options' own words are not anchors."""
-        found = _CONTEXT.search(question.text)
-        subject = question.text if found is None else question.text[:found.start()]
+        subject = subject_of(question.text)
         named = " ".join(_NAMED.findall(subject) + _QUOTED.findall(subject))
         return set(terms(named)) - {t for option in question.options for t in terms(option)}
 
@@ -179,10 +208,11 @@ class LexicalReasoner(Reasoner):
     def _asked(question: Question, anchors: set[str]) -> set[str]:
         """The things the question asks a colour of ("the lettering of the X sign": lettering, sign; "the
         background colour": background), as terms: the words of what it asks about, less names and options."""
-        found = _CONTEXT.search(question.text)
-        subject = question.text if found is None else question.text[:found.start()]
+        subject = subject_of(question.text)
         options = {t for option in question.options for t in terms(option)}
         asked = set(terms(subject)) - anchors - options - _ANSWER_KIND - _COLOUR_TERMS
+        if _BACKGROUND.search(subject):
+            asked.add("background")
         return asked | ({"letter"} if _WRITING.search(question.text) else set())
 
     @staticmethod
@@ -223,10 +253,9 @@ class LexicalReasoner(Reasoner):
         :data:`CONTEXT_WEIGHT` for the words that place it ("at DOCK 14", "while the sign said EXIT": they find the
         moment, and stand on the moment's other lines), half for words that only name the kind of answer
         ("colour", "how many")."""
-        found = _CONTEXT.search(question)
-        subject = question if found is None else question[:found.start()]
+        subject = subject_of(question)
         weights = {t: CONTEXT_WEIGHT for t in question_terms(question)}
-        for t in question_terms(subject):
+        for t in question_terms(subject) + (["background"] if _BACKGROUND.search(subject) else []):
             weights[t] = 1.0
         for t in weights.keys() & _ANSWER_KIND:
             weights[t] = 0.5
@@ -282,14 +311,18 @@ class LexicalReasoner(Reasoner):
     @staticmethod
     def _modifiers(question: str) -> dict[str, str]:
         """The counts and colours the question gives of a thing, each with that thing: "when 3 green squares
-        appeared" -> {"3": "square", "green": "square"} (a number inside a time or a code is no count)."""
+        appeared" -> {"3": "square", "green": "square"}; a count with no thing right after it is of the thing
+        named before it ("the green squares (there were 3)", "gate 3"). A number inside a time or a code is no
+        count."""
         words = [terms(token) for token in question.split()]
         out: dict[str, str] = {}
         for p, word in enumerate(words):
             if not _is_modifier(word):
                 continue
             thing = next((w for w in words[p + 1:] if not _is_modifier(w)), None)
-            if thing:  # the word right after the counts and colours; none when it is a stopword ("3 of the ...")
+            if not thing and word[0].isdigit():
+                thing = next((w for w in reversed(words[:p]) if w and not _is_modifier(w)), None)
+            if thing:  # none when a stopword follows ("3 of the ...")
                 out[word[0]] = thing[0]
         return out
 

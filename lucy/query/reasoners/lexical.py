@@ -270,11 +270,7 @@ class LexicalReasoner(Reasoner):
         modifiers = self._modifiers(question)
         vocabulary = set(bm25.idf)
         # Each question word as memory writes it: exactly, or its near misses (scored once over the vocabulary).
-        near: dict[str, dict[str, float]] = {t: {} for t in qset}
-        for t in qset:
-            if len(t) >= 5:  # shorter words must match exactly (:meth:`_match`)
-                near[t] = {d: found for d in vocabulary - {t}
-                           if (abs(len(d) - len(t)) <= 2 or t in d) and (found := self._match(t, {d})[0]) > 0}
+        near = {t: {d: found for d in vocabulary - {t} if (found := self._match(t, {d})[0]) > 0} for t in qset}
         own: list[dict[str, float]] = []  # per memory: the question words it holds, each with how well (1: exactly)
         for item, doc in zip(memory, bm25.docs, strict=True):
             held = {t: 1.0 for t in qset if t in doc}

@@ -106,7 +106,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
 
 
-@lru_cache(maxsize=262_144)  # a stream's vocabulary changes little between rounds and questions
+@lru_cache(maxsize=32_768)  # about 5 MB; the vocabulary changes little between a question's rounds
 def similar(a: str, b: str, floor: float = 0.0) -> float:
     """Similarity in [0, 1] of two terms; OCR-style slips ("4B21" for "4821") still score high. Below ``floor``
     it may return 0 instead (cheap upper bounds rule most pairs out without the full comparison)."""

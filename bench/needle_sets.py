@@ -572,6 +572,193 @@ def plan_short(minutes: int, needles: int, seed: int) -> tuple[list[Needle], lis
     return found, questions, scenes, overlays, shapes + rows
 
 
-SETS = {"tune": plan, "tune-short": plan_short, "tune-varied": plan_varied, "test": plan_test}
+# --- The `tune-mixed` set: a third set to develop on, written by the developer who tunes from the held-out set's
+# description alone (``bench/needle.py``), never from its code or output: a yard camera whose distractor signs share
+# words with the needles' signs, needles of 3-10 s (about half on the haystack's own background), four layouts
+# (plain; a second row of squares of another colour; the sign first and the squares right after it; a second sign
+# with a status word), and questions that name a needle by any one detail and ask for another, in phrasings of its
+# own. Its vocabulary (places, labels, status words, colours, camera) is its own.
+
+MIXED_SITES = ["WEST YARD", "KIOSK 12", "RAMP 4", "TOWER B", "ZONE 8", "LANE 3", "ARCH 11", "QUAY 6"]
+MIXED_LABELS = ["CARD", "FERRY", "VOUCHER", "TAG", "CART", "LOT", "PALLET", "BIKE"]
+MIXED_STATUS = ["READY", "LATE", "HELD", "CLEARED", "OPENING", "CLOSING", "PAUSED", "ARRIVED"]
+MIXED_WORD_CODES = ["HERON", "TULIP", "QUARTZ", "BISON", "HAZEL", "OTTER", "PEBBLE", "WILLOW", "EMBER", "RAVEN"]
+MIXED_DISTRACTORS = ["YARD CLOSED", "KIOSK OPEN", "RAMP AHEAD", "TOWER LIFT", "ZONE ENDS", "LANE CLOSED",
+                     "QUAY STEPS", "ARCH EXIT", "MIND THE STEP", "VISITORS REPORT HERE"]
+MIXED_SQUARES = ["red", "orange", "yellow", "green", "purple", "pink", "teal"]
+MIXED_LETTERING = ["white", "yellow", "orange", "pink", "green", "red"]
+MIXED_HAYSTACK = ["gray", "blue", "brown", "black"]
+MIXED_BACKGROUNDS = ["teal", "purple", "green", "red", "orange", "pink"]
+MIXED_CORNERS = ["top left", "top right", "bottom left", "bottom right"]
+MIXED_LAYOUTS = ["plain", "two rows", "sign then squares", "status"]
+_NEAR = {frozenset(p) for p in [("red", "orange"), ("red", "pink"), ("orange", "yellow"), ("green", "teal"),
+                                ("blue", "purple"), ("purple", "pink"), ("teal", "blue")]}
+
+# Ways to name a needle ({...} from the needle) and to ask for one of its details, each drawn at random.
+MIXED_CUES = {
+    "place": ["at {site}", "when the {site} sign was up", "while the sign read {site}"],
+    "label": ["when the {label} code was on screen", "while a {label} number was displayed",
+              "at the time of the {label} line"],
+    "squares": ["when {count} {colour} squares appeared", "while the {count} {colour} squares were visible",
+                "around the {count} {colour} squares"],
+    "background": ["when the scene turned {background}", "while the picture was {background}"],
+    "status": ["when the {status} notice was up", "while a sign said {status}"],
+}
+MIXED_ASKS = {
+    "code": ["What was the {label} code {cue}?", "Which {label} number was shown {cue}?"],
+    "count": ["How many {colour} squares were there {cue}?", "{Cue}, how many {colour} squares could be seen?"],
+    "colour": ["What colour were the squares in the {corner} {cue}?", "{Cue}, which colour were the {corner} squares?"],
+    "corner": ["In which corner were the {colour} squares {cue}?", "Where in the frame did the {colour} squares sit "
+               "{cue}?"],
+    "lettering": ["What colour was the lettering of the place sign {cue}?", "{Cue}, in what colour was the place "
+                  "name written?"],
+    "background": ["What colour was the background {cue}?", "{Cue}, what colour filled the screen?"],
+    "status": ["Which status was posted {cue}?", "What did the second sign say {cue}?"],
+    "place": ["Which place was named {cue}?", "{Cue}, which location did the sign show?"],
+}
+
+
+@dataclass
+class MixedNeedle:
+    start: float
+    length: float
+    layout: str
+    site: str
+    label: str
+    code: str
+    count: int
+    colour: str
+    corner: str
+    letters: str
+    background: str
+    changed: bool  # whether the needle brings a background of its own (a scene cut marks it)
+    status: str = ""
+    second: tuple[str, int, str] | None = None  # the second row of the "two rows" layout: colour, count, corner
+
+
+def _mixed_row(corner: str, count: int) -> tuple[float, float]:
+    """Where a row of ``count`` squares starts so it sits in ``corner`` (squares 0.1 of the frame height, a gap of
+    half a square between them)."""
+    side, gap = 0.1 * HEIGHT / WIDTH, 0.05 * HEIGHT / WIDTH
+    width = count * side + (count - 1) * gap
+    x = 0.04 if "left" in corner else 0.96 - width
+    return x, (0.04 if corner.startswith("top") else 0.84)
+
+
+def plan_mixed(minutes: int, needles: int, seed: int) -> tuple[list[MixedNeedle], list[Question], list[Scene],
+                                                              list[Overlay], list[Shape]]:
+    """The ``tune-mixed`` set (see the comment above :data:`MIXED_SITES`)."""
+    rng = random.Random(f"lucy-needle-tune-mixed/{seed}/{minutes}")
+    duration = minutes * 60.0
+    scenes: list[Scene] = []
+    t = 0.0
+    while t < duration:  # scene changes every 30-120 s
+        end = min(duration, t + rng.uniform(30, 120))
+        scenes.append(Scene(t, end, PALETTE[rng.choice(MIXED_HAYSTACK)]))
+        t = end
+    overlays = [Overlay(0, duration, "CAM 5 YARD", size=0.06, x=0.62, y=0.9, box=None)]
+    shapes: list[Shape] = []
+    t = rng.uniform(20, 90)
+    while t < duration - 30:  # distractors: signs sharing words with the needles', and rows of squares
+        if rng.random() < 0.6:
+            overlays.append(Overlay(t, t + rng.uniform(8, 25), rng.choice(MIXED_DISTRACTORS), size=0.1, x=0.25,
+                                    y=0.3, color=PALETTE[rng.choice(MIXED_LETTERING)], box=None))
+        else:
+            count = rng.randint(1, 4)
+            x, y = _mixed_row(rng.choice(MIXED_CORNERS), count)
+            shapes.append(Shape(t, t + rng.uniform(8, 20), PALETTE[rng.choice(MIXED_SQUARES)], count=count, x=x, y=y,
+                                size=0.1))
+        t += rng.uniform(45, 200)
+    found: list[MixedNeedle] = []
+    sites, labels = rng.sample(MIXED_SITES, needles), rng.sample(MIXED_LABELS, needles)
+    statuses = rng.sample(MIXED_STATUS, needles)
+    words = iter(rng.sample(MIXED_WORD_CODES, len(MIXED_WORD_CODES)))
+    for k in range(needles):
+        length = rng.choice([3.0, 4.0, 5.0, 6.0, 8.0, 10.0])
+        slot = duration / needles
+        start = round(k * slot + rng.uniform(0.15, 0.85) * (slot - length - 10))
+        end = start + length
+        overlays = [o for o in overlays if o.end <= start - 5 or o.start >= end + 5 or o.text == "CAM 5 YARD"]
+        shapes = [sh for sh in shapes if sh.end <= start - 5 or sh.start >= end + 5]
+        underneath = next((sc for sc in scenes if sc.start <= start < sc.end), scenes[0]).color
+        changed = rng.random() < 0.5
+        if changed:
+            background = rng.choice(MIXED_BACKGROUNDS)
+            scenes = sorted(cut_scenes(scenes, start, end) + [Scene(start, end, PALETTE[background])],
+                            key=lambda sc: sc.start)
+        else:
+            background = next(name for name, rgb in PALETTE.items() if rgb == underneath)
+        letters = rng.choice([c for c in MIXED_LETTERING if c != background and frozenset((c, background)) not in _NEAR])
+        taken = {(f.colour, f.count) for f in found} | {f.second[:2] for f in found if f.second}
+        colour, count = rng.choice([(c, n) for c in MIXED_SQUARES for n in (2, 3, 4, 5) if (c, n) not in taken
+                                    and c != background and frozenset((c, background)) not in _NEAR])
+        corner = rng.choice(MIXED_CORNERS)
+        code = next(words) if rng.random() < 0.3 else _code(rng)
+        layout = MIXED_LAYOUTS[k % len(MIXED_LAYOUTS)] if needles >= len(MIXED_LAYOUTS) else rng.choice(MIXED_LAYOUTS)
+        n = MixedNeedle(start, length, layout, sites[k], labels[k], code, count, colour, corner, letters, background,
+                        changed)
+        sign_end, rows_start = end, start
+        if layout == "sign then squares":
+            sign_end = rows_start = start + length / 2
+        overlays += [Overlay(start, sign_end, n.site, size=0.12, x=0.25, y=0.3, color=PALETTE[letters], box=None),
+                     Overlay(start, sign_end, f"{n.label} {code}", size=0.07, x=0.25, y=0.5)]
+        x, y = _mixed_row(corner, count)
+        shapes.append(Shape(rows_start, end, PALETTE[colour], count=count, x=x, y=y, size=0.1))
+        if layout == "two rows":
+            other = rng.choice([c for c in MIXED_CORNERS if c[:3] != corner[:3] and c != corner])
+            second = rng.choice([c for c in MIXED_SQUARES if c not in (colour, background)
+                                 and frozenset((c, background)) not in _NEAR])
+            n.second = (second, rng.choice([m for m in (2, 3, 4) if m != count]), other)
+            x, y = _mixed_row(other, n.second[1])
+            shapes.append(Shape(rows_start, end, PALETTE[second], count=n.second[1], x=x, y=y, size=0.1))
+        if layout == "status":
+            n.status = statuses[k]
+            overlays.append(Overlay(start, end, n.status, size=0.09, x=0.25, y=0.66, color=PALETTE["white"],
+                                    box=(0, 0, 0)))
+        found.append(n)
+    # A haystack row of a needle's colour and count would make "when 3 red squares appeared" ambiguous.
+    shapes = [sh for sh in shapes if not any(sh.color == PALETTE[n.colour] and sh.count == n.count
+                                             and not (n.start <= sh.start < n.start + n.length) for n in found)]
+    questions = [q for i, n in enumerate(found) for q in _mixed_questions(i, n, found, rng)]
+    return found, questions, scenes, overlays, shapes
+
+
+def _mixed_questions(i: int, n: MixedNeedle, found: list[MixedNeedle], rng: random.Random) -> list[Question]:
+    """Four questions about needle ``n``, each naming it by one detail and asking for another."""
+    cues = ["place", "label", "squares"] + (["background"] if n.changed and sum(
+        f.changed and f.background == n.background for f in found) == 1 else []) + (["status"] if n.status else [])
+    asks = ["code", "count", "colour", "corner", "lettering", "background", "place"] + (["status"] if n.status else [])
+    values = {"site": n.site, "label": n.label, "count": n.count, "colour": n.colour, "background": n.background,
+              "status": n.status, "corner": n.corner}
+    truths = {"code": n.code, "count": str(n.count), "colour": n.colour, "corner": n.corner, "lettering": n.letters,
+              "background": n.background, "status": n.status, "place": n.site}
+    pools = {"code": [_twin(n.code, rng) if "-" in n.code else _code(rng), _code(rng), *MIXED_WORD_CODES[:2]],
+             "count": [str(c) for c in range(2, 6)], "colour": MIXED_SQUARES, "corner": MIXED_CORNERS,
+             "lettering": [c for c in PALETTE if c != "black"], "background": MIXED_HAYSTACK + MIXED_BACKGROUNDS,
+             "status": MIXED_STATUS, "place": MIXED_SITES}
+    # What a cue already gives away cannot be asked with it (the squares name their colour and count).
+    gives = {"place": {"place"}, "label": {"code"}, "squares": {"count", "colour", "corner"}, "background": {"background"},
+             "status": {"status"}}
+    pairs = [(a, c) for a in asks for c in cues if a not in gives[c]]
+    rng.shuffle(pairs)
+    chosen: list[tuple[str, str]] = []
+    for ask, cue in pairs:  # four different asks, cues as varied as they come
+        if ask not in {a for a, _ in chosen} and len(chosen) < 4:
+            chosen.append((ask, cue))
+    questions = []
+    for ask, cue in chosen:
+        cue_text = rng.choice(MIXED_CUES[cue]).format(**values)
+        text = rng.choice(MIXED_ASKS[ask]).format(cue=cue_text, Cue=cue_text[0].upper() + cue_text[1:], **values)
+        truth = truths[ask]
+        wrong = [w for w in dict.fromkeys(pools[ask]) if w != truth]
+        options = [truth] + rng.sample(wrong, 3)
+        rng.shuffle(options)
+        questions.append(Question(i, ask, text, options, options.index(truth), cue=cue))
+    return questions
+
+
+SETS = {"tune": plan, "tune-short": plan_short, "tune-varied": plan_varied, "tune-mixed": plan_mixed,
+        "test": plan_test}
 MAX_NEEDLES = {"tune": len(SITES), "tune-short": len(SHORT_SITES), "tune-varied": len(SHORT_SITES),
+               "tune-mixed": len(MIXED_SITES),
                "test": len(TEST_SITES)}

@@ -52,6 +52,7 @@ def _stem(word: str) -> str:
 
 
 _SEPARATOR = re.compile(r"[-:/]")
+_GLUED = re.compile(r"^([a-z]{2,})(\d+)$")  # a word run into the number after it
 _DECIMAL = re.compile(r"^\d+\.\d+$")
 
 
@@ -75,7 +76,10 @@ def _terms_of(text: str, keep_stopwords: bool) -> tuple[str, ...]:
     for match in _WORD.finditer(text.lower()):
         word = match.group(0).strip("-:./")
         parts = _parts(word)
-        if len(parts) > 1:
+        if len(parts) == 1 and (glued := _GLUED.match(word)):
+            out.append(word)  # "quay6", as OCR reads a sign's "QUAY 6", is also its word and its number
+            parts = list(glued.groups())
+        elif len(parts) > 1:
             out.append(word)  # "kx-4821" and "14:05" are kept whole as well as in parts...
             out.append("".join(_PART.findall(word)))  # ... and joined, as OCR often reads them ("kx4821")
         for part in parts:

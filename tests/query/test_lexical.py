@@ -235,3 +235,42 @@ def test_the_same_question_in_other_words_gets_the_same_answer():
                  "The LOCKER code was on screen together with some green squares. Where were they?"):
         reply = answer(Question(text, ("bottom left", "top right", "bottom right", "top left")), memory)
         assert reply.answer == "top right" and reply.confident, (text, reply)
+
+
+def test_a_count_and_colour_given_together_find_the_row_that_has_both():
+    """"the 2 pink squares": a moment with 4 pink squares beside 2 yellow ones holds both words, each said of
+    squares, but not of one row; the moment with 2 pink squares is the one asked about."""
+    memory = [MemoryItem(1, "fine", 420, 430, "Scenes:\n- 420.0-429.0 s: mostly green background\n"
+                                              "Objects: 4 pink squares (top right); 2 yellow squares (bottom right)"),
+              MemoryItem(2, "fine", 570, 580, "Scenes:\n- 570.0-579.0 s: mostly black background\n"
+                                              "Objects: 2 pink squares (bottom right); 1 white square (bottom left)")]
+    for text in ("What colour was the background when 2 pink squares appeared?",
+                 "Around the 2 pink squares, what colour filled the screen?"):
+        reply = answer(Question(text, ("teal", "green", "black", "brown")), memory)
+        assert reply.answer == "black" and reply.confident, (text, reply)
+
+
+def test_a_place_read_run_together_is_the_place_the_question_names():
+    """OCR read the sign "QUAY 6" as "QUAY6"; a distractor sign "QUAY STEPS" shares a word with it. The lettering
+    of the sign at QUAY 6 is that of the sign read "QUAY6", not of the distractor nor of the other lines beside it."""
+    memory = [MemoryItem(1, "fine", 570, 580, 'On-screen text:\n- "QUAY6" (centre, red letters on black)\n'
+                                              '- "CLOSING" (bottom centre, white letters on black)\n'
+                                              '- "CAM 5 YARD" (bottom right, white letters on black)'),
+              MemoryItem(2, "fine", 380, 390, 'On-screen text:\n- "QUAY STEPS" (centre, pink letters on gray)')]
+    for text in ("What colour was the lettering of the place sign at QUAY 6?",
+                 "At QUAY 6, in what colour was the place name written?"):
+        reply = answer(Question(text, ("red", "gray", "white", "pink")), memory)
+        assert reply.answer == "red" and reply.confident, (text, reply)
+
+
+def test_localise_weighs_the_question_words_as_the_answer_does():
+    """Where the squares were "at the time of the PALLET line": the span that shows PALLET is where to look closer,
+    not the one whose background is purple (purple is said there of the background, not of squares)."""
+    pallet = MemoryItem(1, "coarse", 180, 240, 'On-screen text:\n- "PALLET XC-2382" (centre, seen 198.0 s)\n'
+                                               "Objects: 1 white square (bottom left)")
+    purple = MemoryItem(2, "ultra_fine", 472, 474, "Scenes:\n- 472.0-473.5 s: mostly purple background\n"
+                                                   "Objects: 1 white square (bottom left); 2 red squares (bottom right)")
+    question = Question("In which corner were the purple squares at the time of the PALLET line?",
+                        ("bottom left", "top left", "bottom right", "top right"))
+    loc = asyncio.run(LexicalReasoner().localise(question, [pallet, purple], [pallet, purple])).reply
+    assert loc.span == 1, loc

@@ -49,9 +49,10 @@ _GLOBAL = re.compile(
 # the screen said EXIT"): the words after it place the moment (see LexicalReasoner._weights).
 _CONTEXT = re.compile(r"\s(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
                       r"together with|with)\s", re.IGNORECASE)
-# ... or a clause before the question proper ("When 4 squares were on screen, what colour was the backdrop?").
-_LEADING = re.compile(r"^\s*(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
-                      r"together with|with|as)\b[^,?]*,\s*", re.IGNORECASE)
+# ... or a clause before the question proper, up to the comma before its question word ("When 4 squares were on
+# screen, what colour was the backdrop?", "Around the red squares, which ...").
+_LEADING = re.compile(r"^[^,?]*,\s*(?=(in |on |at |of |for |from |to )?(which|what|whose|who|where|how)\b)",
+                      re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.?!])\s+")
 _WH = re.compile(r"\b(which|what|whose|who|where|how)\b", re.IGNORECASE)
 _PRONOUN = re.compile(r"\b(they|them|it|those|these)\b", re.IGNORECASE)
@@ -61,6 +62,8 @@ _LAST_THING = re.compile(r"\b(?:a|an|the|some|\d+)\s+((?:[\w-]+\s+){0,2}[\w-]+)\
 # Words that ask about the picture's background without naming it.
 _BACKGROUND = re.compile(r"\b(backdrop|backgrounds?|fill(s|ed)? the (screen|picture|frame|image))\b", re.IGNORECASE)
 _NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
+# "... at QUAY 6": a place named right after what is asked about, which says which of its kind it is.
+_AT_NAME = re.compile(r"\bat\s+(?:the\s+)?([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
 NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
 ECHO_WEIGHT = 0.5
@@ -71,6 +74,9 @@ NEUTRAL_WEIGHT, ELSEWHERE_WEIGHT = 0.75, 0.5
 # A count or colour the question gives of a thing ("when 3 green squares appeared") found in a memory only of
 # something else ("CAM 3 LOBBY", "green background"): how much of the word's weight it still carries there.
 DETACHED_WEIGHT = 0.25
+# ... and where it is said of that thing, but not with the others the question gives ("4 pink squares; 2 yellow
+# squares" for "the 2 pink squares").
+APART_WEIGHT = 0.5
 # Words that ask for the colour of writing ("the lettering", "written in which colour"): what a caption says of letters.
 _WRITING = re.compile(r"\b(letter\w*|written|writing|text|font|print\w*|script|words?)\b", re.IGNORECASE)
 COLOUR_NAMES = frozenset((
@@ -83,6 +89,8 @@ for _a, _b in (("red", "orange"), ("orange", "yellow"), ("yellow", "green"), ("g
                ("blue", "purple"), ("purple", "pink"), ("pink", "red"), ("orange", "brown")):
     _NEIGHBOURS.setdefault(_a, set()).add(_b)
     _NEIGHBOURS.setdefault(_b, set()).add(_a)
+# Least similarity of a name of short words to a line OCR read ("ARC = 1" for "ARCH 11"; see _misread).
+PHRASE_FUZZY = 0.75
 NEIGHBOUR_WEIGHT = 0.5  # what a neighbour's name counts for an option colour no memory names
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
 _FACT = re.compile(r"\n+|;\s+")  # a caption's separate statements: its lines, and the items of a list in one line
@@ -168,6 +176,29 @@ class LexicalReasoner(Reasoner):
             return 0.0, None
         return 0.5 * (best - self.settings.fuzzy) / (1 - self.settings.fuzzy), which
 
+    def _misread(self, compact: str, facts: list[str]) -> tuple[float, str]:
+        """How well a name of short words (``compact``: "arch11") matches the best of the text lines a memory
+        quotes, or a run of their words as long as it, read with OCR slips ("ARC = 1"), as :meth:`_match` scores a
+        near miss (0 below the fuzzy floor); and that run."""
+        best, where = 0.0, ""
+        digits = any(c.isdigit() for c in compact)
+        for fact in facts:
+            for line in _QUOTED.findall(fact):
+                words = normalise_phrase(line).split()
+                for a in range(len(words)):
+                    for b in range(a + 1, len(words) + 1):
+                        run = "".join(words[a:b])
+                        if len(run) > len(compact) + 2:
+                            break
+                        if digits != any(c.isdigit() for c in run):
+                            continue  # "RAMP AHEAD" is no reading of "RAMP 4": its number is not there at all
+                        score = similar(compact, run, PHRASE_FUZZY)
+                        if score > best:
+                            best, where = score, " ".join(words[a:b])
+        if best < PHRASE_FUZZY:
+            return 0.0, ""
+        return 0.5 * (best - PHRASE_FUZZY) / (1 - PHRASE_FUZZY), where
+
     @staticmethod
     def _near(lines: list[list[str]], term: str, weights: dict[str, float], window: int = 6) -> float:
         """How close ``term`` stands to the question's words in a memory (the terms of each of its lines), in
@@ -202,6 +233,8 @@ class LexicalReasoner(Reasoner):
         in a caption's other lines ("white letters" of another sign). Options' own words are not anchors."""
         subject = subject_of(question.text)
         named = " ".join(_NAMED.findall(subject) + _QUOTED.findall(subject))
+        if not named and _WRITING.search(question.text) and (place := _AT_NAME.search(question.text)):
+            named = place.group(1)  # "the place sign at QUAY 6", "At QUAY 6, ...": the one at that name
         return set(terms(named)) - {t for option in question.options for t in terms(option)}
 
     @staticmethod
@@ -281,8 +314,12 @@ class LexicalReasoner(Reasoner):
             if modifiers.keys() & held.keys():
                 lines = [terms(fact) for fact in _FACT.split(item.text)]
                 for t in modifiers.keys() & held.keys():
-                    if not any(self._said_of(line, t, modifiers[t]) for line in lines):
+                    thing, group = modifiers[t]
+                    said = [run for line in lines if (run := self._said_with(line, t, thing)) is not None]
+                    if not said:
                         held[t] = DETACHED_WEIGHT
+                    elif not any(group <= run for run in said):
+                        held[t] = min(held[t], APART_WEIGHT)
             own.append(held)
         # A word counts as much as memory holds it at best: one no memory holds, even misread, tells nothing about
         # which memory is relevant, and the memory that holds a misread word best is not marked down for the slip.
@@ -305,13 +342,13 @@ class LexicalReasoner(Reasoner):
         return out
 
     @staticmethod
-    def _modifiers(question: str) -> dict[str, str]:
-        """The counts and colours the question gives of a thing, each with that thing: "when 3 green squares
-        appeared" -> {"3": "square", "green": "square"}; a count with no thing right after it is of the thing
-        named before it ("the green squares (there were 3)", "gate 3"). A number inside a time or a code is no
-        count."""
+    def _modifiers(question: str) -> dict[str, tuple[str, frozenset[str]]]:
+        """The counts and colours the question gives of a thing, each with that thing and all the question gives of
+        it: "when 3 green squares appeared" -> {"3": ("square", {"3", "green"}), "green": (the same)}; a count with
+        no thing right after it is of the thing named before it ("the green squares (there were 3)", "gate 3"). A
+        number inside a time or a code is no count."""
         words = [terms(token) for token in question.split()]
-        out: dict[str, str] = {}
+        things: dict[str, str] = {}
         for p, word in enumerate(words):
             if not _is_modifier(word):
                 continue
@@ -319,24 +356,28 @@ class LexicalReasoner(Reasoner):
             if not thing and word[0].isdigit():
                 thing = next((w for w in reversed(words[:p]) if w and not _is_modifier(w)), None)
             if thing:  # none when a stopword follows ("3 of the ...")
-                out[word[0]] = thing[0]
-        return out
+                things[word[0]] = thing[0]
+        return {t: (thing, frozenset(m for m, other in things.items() if other == thing)) for t, thing in things.items()}
 
     @staticmethod
-    def _said_of(line: list[str], modifier: str, thing: str) -> bool:
-        """Whether a line says ``modifier`` of ``thing``: before it, with only other counts and colours between
-        ("3 green squares"), or right after it ("squares: 3")."""
+    def _said_with(line: list[str], modifier: str, thing: str) -> frozenset[str] | None:
+        """The counts and colours a line says together with ``modifier`` of ``thing`` ("4 pink squares": {"4",
+        "pink"}; "squares: 3": {"3"}), the largest such run where it says it more than once; None where it does
+        not say ``modifier`` of ``thing``."""
+        best: frozenset[str] | None = None
         for p, word in enumerate(line):
             if word != modifier:
                 continue
-            if p > 0 and line[p - 1] == thing:
-                return True
-            for after in line[p + 1:]:
-                if after == thing:
-                    return True
-                if not (after.isdigit() or after in _COLOUR_TERMS):
-                    break
-        return False
+            a = b = p
+            while a > 0 and _is_modifier(line[a - 1:a]):
+                a -= 1
+            while b + 1 < len(line) and _is_modifier(line[b + 1:b + 2]):
+                b += 1
+            if (b + 1 < len(line) and line[b + 1] == thing) or (a > 0 and line[a - 1] == thing):
+                run = frozenset(line[a:b + 1])
+                if best is None or len(run) > len(best):
+                    best = run
+        return best
 
     @staticmethod
     def _specificity(memory: Sequence[MemoryItem], context: list[float]) -> list[float]:
@@ -408,6 +449,8 @@ class LexicalReasoner(Reasoner):
             spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
                                     any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])
             colour = phrase if phrase in COLOUR_NAMES and asked else None
+            compact = "".join(phrase.split())
+            short_words = len(option_terms[i]) > 1 and all(len(t) < 6 for t in option_terms[i]) and len(compact) >= 4
             best: _Scored | None = None
             scores = [0.0] * len(memory)
             for k, item in enumerate(memory):
@@ -428,6 +471,12 @@ class LexicalReasoner(Reasoner):
                     near = 1.0 if coded else self._near_phrase(lines[k], terms(option), weights)
                     support = max(support, 0.8 * (0.4 + 0.6 * near))
                     said.update(terms(option))
+                if support == 0 and short_words:
+                    # A name of short words misread ("ARC = 1" for "ARCH 11") is found by the whole of it.
+                    found, where = self._misread(compact, facts[k])
+                    if found:
+                        support = found * (0.4 + 0.6 * self._near_phrase(lines[k], terms(where), weights))
+                        said.update(terms(where))
                 if colour is not None and support > 0:
                     support *= self._attached(facts[k], colour, asked)
                 elif colour is not None:
@@ -516,16 +565,20 @@ class LexicalReasoner(Reasoner):
         # count half: they are what is to be told apart, and numbers or colours are everywhere.
         pool = list(memory) + [c for c in candidates if c not in memory]
         bm25 = BM25([m.text for m in pool])
+        query = question_terms(question.text)
         options = [t for o in question.options for t in terms(o)]
-        raw = hybrid_scores([a + 0.5 * b for a, b in zip(bm25.scores(question_terms(question.text)),
-                                                         bm25.scores(options), strict=True)],
+        # The question's words count as the answer weighs them (:meth:`_context`: a colour said of another thing,
+        # a word misread by OCR), on the scale of their best BM25 score so that options keep their half weight.
+        scale = max(bm25.scores(query), default=0.0) or 1.0
+        context = self._context(pool, bm25, query, question.text)
+        raw = hybrid_scores([scale * a + 0.5 * b for a, b in zip(context, bm25.scores(options), strict=True)],
                             [m.similarity for m in pool])
         # Where the answer so far found what it rests on is looked at closer first (VideoLucy's coarse-to-fine
         # step): the best-matching of those candidates, if any holds one.
         held = [c for c in candidates if c.note == EVIDENCE_NOTE] or list(candidates)
         best_ref, best_score, best_depth = held[0].ref, -1.0, -1
         for c in held:  # candidates come best first by the engine's order; ties keep that order...
-            inside = [raw[i] * _weight(m.level) for i, m in enumerate(pool)
+            inside = [raw[i] * _weight(m.level) * _relevant(context[i]) for i, m in enumerate(pool)
                       if c.start <= m.start and m.end <= c.end and not m.level.startswith("summary")]
             score = max(inside, default=0.0)
             depth = _DEPTHS.index(c.level) if c.level in _DEPTHS else -1

@@ -1,6 +1,6 @@
 """Needle in a video haystack (VideoLucy paper, §4.2) on the embedded backends (pixels captioner, lexical reasoner).
 
-Three sets of videos and questions (``bench/needle_sets.py``), each scored on its own:
+Five sets of videos and questions (``bench/needle_sets.py``), each scored on its own:
 
 * ``tune`` — the set Lucy was developed on: a lobby camera whose scenes change colour, with signs and coloured
   squares coming and going as distractors; five 10-second needles at spread-out times, each with a location sign,
@@ -12,6 +12,11 @@ Three sets of videos and questions (``bench/needle_sets.py``), each scored on it
   background or the place.
 * ``tune-varied`` — ``tune-short``'s videos, each question asked in one of four phrasings (also written by the
   developer who tunes): how much hangs on the wording.
+* ``tune-mixed`` — a fourth set to develop on, written by the developer who tunes from the description of the
+  ``test`` set below alone (never its code or output), with a vocabulary of its own: a yard camera whose distractor
+  signs share words with the needles' signs, needles of 3-10 s (about half on the haystack's own background), four
+  layouts (plain, two rows of squares, the sign first and the squares right after, a second sign with a status
+  word), and questions that name a needle by any one detail and ask for another.
 * ``test`` — a held-out set, written by someone else and never looked at while tuning: a concourse camera with other backgrounds and
   distractor signs that share words with the needles' signs, needles of 3-10 s (half keep the haystack's
   background, so no scene cut marks them; some show the sign first and the squares right after), and questions
@@ -89,7 +94,7 @@ def bench_settings(data: Path, preset: str) -> LucySettings:
 def prepare(workdir: Path, name: str, minutes: int, needles: int, seed: int, preset: str,
             ) -> tuple[LucySettings, list[Question], float, int]:
     """Generate and ingest one haystack of set ``name`` (with coarse captions), unless a previous run left it
-    complete. The set is part of the folder's name: the two sets never share a video."""
+    complete. The set is part of the folder's name: two sets never share a video."""
     root = workdir / f"{name}-{minutes}min-{needles}n-s{seed}-{preset}"
     root.mkdir(parents=True, exist_ok=True)
     settings = bench_settings(root / "data", preset)
@@ -222,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", default="10,30,60,120", help="haystack lengths in minutes, comma-separated")
     parser.add_argument("--needles", type=int, default=5, help="needles per haystack (4 questions each)")
     parser.add_argument("--set", choices=[*SETS, "all"], default="all",
-                        help="tune, tune-short, tune-varied: the sets Lucy was developed on; test: the held-out set "
-                             "(default all)")
+                        help="tune, tune-short, tune-varied, tune-mixed: the sets Lucy was developed on; test: the "
+                             "held-out set (default all)")
     parser.add_argument("--quick", action="store_true", help="a quick subset: 10 and 30 minutes, 3 needles")
     parser.add_argument("--preset", default="live", help="memory-level preset (default live: T = 60/10/2 s)")
     parser.add_argument("--seed", type=int, default=1, help="seed (each set draws its own videos from it)")

@@ -1,10 +1,11 @@
-"""The needle benchmark's two sets of haystack videos and questions (see ``bench/needle.py``).
+"""The needle benchmark's sets of haystack videos and questions (see ``bench/needle.py``).
 
-``tune``: the set Lucy's heuristics were developed on — a lobby camera, 10-second needles that each change the
-background, questions that always name the place. ``test``: a held-out set, written apart from the tune set and
-never looked at while tuning (other places, sign words and code formats, needles of 3-10 s of which about half keep
-the haystack's background, other details asked for and other phrasings). Both are pure functions of
-(minutes, needles, seed); each set has its own seed stream.
+``tune``: the set Lucy's heuristics were first developed on — a lobby camera, 10-second needles that each change the
+background, questions that always name the place. ``tune-short``, ``tune-varied`` and ``tune-mixed``: sets written
+later by the developers who tune, to develop on (shorter needles, other wordings, other layouts). ``test``: a
+held-out set, written apart from the tune sets and never looked at while tuning (other places, sign words and code
+formats, needles of 3-10 s of which about half keep the haystack's background, other details asked for and other
+phrasings). All are pure functions of (minutes, needles, seed); each set has its own seed stream.
 """
 
 from __future__ import annotations
@@ -608,10 +609,10 @@ MIXED_ASKS = {
     "code": ["What was the {label} code {cue}?", "Which {label} number was shown {cue}?"],
     "count": ["How many {colour} squares were there {cue}?", "{Cue}, how many {colour} squares could be seen?"],
     "colour": ["What colour were the squares in the {corner} {cue}?", "{Cue}, which colour were the {corner} squares?"],
-    "corner": ["In which corner were the {colour} squares {cue}?", "Where in the frame did the {colour} squares sit "
-               "{cue}?"],
-    "lettering": ["What colour was the lettering of the place sign {cue}?", "{Cue}, in what colour was the place "
-                  "name written?"],
+    "corner": ["In which corner were the {colour} squares {cue}?",
+               "Where in the frame did the {colour} squares sit {cue}?"],
+    "lettering": ["What colour was the lettering of the place sign {cue}?",
+                  "{Cue}, in what colour was the place name written?"],
     "background": ["What colour was the background {cue}?", "{Cue}, what colour filled the screen?"],
     "status": ["Which status was posted {cue}?", "What did the second sign say {cue}?"],
     "place": ["Which place was named {cue}?", "{Cue}, which location did the sign show?"],
@@ -688,7 +689,8 @@ def plan_mixed(minutes: int, needles: int, seed: int) -> tuple[list[MixedNeedle]
                             key=lambda sc: sc.start)
         else:
             background = next(name for name, rgb in PALETTE.items() if rgb == underneath)
-        letters = rng.choice([c for c in MIXED_LETTERING if c != background and frozenset((c, background)) not in _NEAR])
+        letters = rng.choice([c for c in MIXED_LETTERING
+                              if c != background and frozenset((c, background)) not in _NEAR])
         taken = {(f.colour, f.count) for f in found} | {f.second[:2] for f in found if f.second}
         colour, count = rng.choice([(c, n) for c in MIXED_SQUARES for n in (2, 3, 4, 5) if (c, n) not in taken
                                     and c != background and frozenset((c, background)) not in _NEAR])
@@ -737,8 +739,8 @@ def _mixed_questions(i: int, n: MixedNeedle, found: list[MixedNeedle], rng: rand
              "lettering": [c for c in PALETTE if c != "black"], "background": MIXED_HAYSTACK + MIXED_BACKGROUNDS,
              "status": MIXED_STATUS, "place": MIXED_SITES}
     # What a cue already gives away cannot be asked with it (the squares name their colour and count).
-    gives = {"place": {"place"}, "label": {"code"}, "squares": {"count", "colour", "corner"}, "background": {"background"},
-             "status": {"status"}}
+    gives = {"place": {"place"}, "label": {"code"}, "squares": {"count", "colour", "corner"},
+             "background": {"background"}, "status": {"status"}}
     pairs = [(a, c) for a in asks for c in cues if a not in gives[c]]
     rng.shuffle(pairs)
     chosen: list[tuple[str, str]] = []

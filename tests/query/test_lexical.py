@@ -269,7 +269,8 @@ def test_localise_weighs_the_question_words_as_the_answer_does():
     pallet = MemoryItem(1, "coarse", 180, 240, 'On-screen text:\n- "PALLET XC-2382" (centre, seen 198.0 s)\n'
                                                "Objects: 1 white square (bottom left)")
     purple = MemoryItem(2, "ultra_fine", 472, 474, "Scenes:\n- 472.0-473.5 s: mostly purple background\n"
-                                                   "Objects: 1 white square (bottom left); 2 red squares (bottom right)")
+                                                   "Objects: 1 white square (bottom left); 2 red squares "
+                                                   "(bottom right)")
     question = Question("In which corner were the purple squares at the time of the PALLET line?",
                         ("bottom left", "top left", "bottom right", "top right"))
     loc = asyncio.run(LexicalReasoner().localise(question, [pallet, purple], [pallet, purple])).reply

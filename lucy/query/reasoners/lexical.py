@@ -357,7 +357,8 @@ class LexicalReasoner(Reasoner):
                 thing = next((w for w in reversed(words[:p]) if w and not _is_modifier(w)), None)
             if thing:  # none when a stopword follows ("3 of the ...")
                 things[word[0]] = thing[0]
-        return {t: (thing, frozenset(m for m, other in things.items() if other == thing)) for t, thing in things.items()}
+        return {t: (thing, frozenset(m for m, other in things.items() if other == thing))
+                for t, thing in things.items()}
 
     @staticmethod
     def _said_with(line: list[str], modifier: str, thing: str) -> frozenset[str] | None:

@@ -38,9 +38,19 @@ class PromptPacker:
              boost: set[int] | None = None, prefer: str = "clip") -> list[MemoryItem]:
         """The memories ``refs`` that fit the budget in the prompt ``build`` makes, in time order (see
         :func:`lucy.query.prompts.pack` for ``prefer``); refs in ``boost`` are kept first."""
-        items = self.view.ordered(refs)
+        items, boosted = [], set()
+        seen: dict[tuple[str, float, float, str], ViewItem] = {}
+        for item in self.view.ordered(refs):
+            # The same caption of the same span (a question looked again and saw what ingest saw) is shown once:
+            # repeated, it would count as more evidence than it is, and cost the budget twice.
+            key = (item.level, item.start, item.end, item.shown_text)
+            kept = seen.setdefault(key, item)
+            if kept is item:
+                items.append(item)
+            if boost and item.ref in boost:
+                boosted.add(kept.ref)
         priority = self.relevance(items)
-        if boost:
-            priority = [p + (BOOST if item.ref in boost else 0.0) for p, item in zip(priority, items, strict=True)]
+        if boosted:
+            priority = [p + (BOOST if item.ref in boosted else 0.0) for p, item in zip(priority, items, strict=True)]
         return prompts.pack(build, [item.as_memory_item() for item in items], priority, self.budget, prefer=prefer,
                             focus=self.focus)

@@ -247,7 +247,7 @@ def test_a_count_and_colour_given_together_find_the_row_that_has_both():
     for text in ("What colour was the background when 2 pink squares appeared?",
                  "Around the 2 pink squares, what colour filled the screen?"):
         reply = answer(Question(text, ("teal", "green", "black", "brown")), memory)
-        assert reply.answer == "black" and reply.confident, (text, reply)
+        assert reply.answer == "black" and [(e.start, e.end) for e in reply.evidence] == [(570, 580)], (text, reply)
 
 
 def test_a_place_read_run_together_is_the_place_the_question_names():

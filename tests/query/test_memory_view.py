@@ -6,6 +6,7 @@ import pytest
 
 from lucy.config import PRESETS
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
+from lucy.query import prompts
 from lucy.query.memory_view import PLACEHOLDER_TEXT, MemoryView, coarse_grid
 from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import Question
@@ -62,3 +63,14 @@ def test_ranking_prefers_matches_then_depth_and_instructions():
     score = dict(zip(("street", "van", "fine"), packer.relevance([street, van, fine_street]), strict=True))
     assert score["van"] > score["fine"] > score["street"]
     assert score["fine"] - score["street"] == pytest.approx(0.15 + 0.1)  # a level deeper, made with an instruction
+
+
+def test_the_same_caption_of_a_span_is_shown_once():
+    """A question that looked again at a span and saw what ingest saw stored the same text: packed once, with the
+    boost either copy had."""
+    view = view_of([node("coarse", 0, 60, "a street"), node("coarse", 60, 120, "a red van at the gate"),
+                    node("coarse", 60, 120, "a red van at the gate", origin="question:1", instruction="find the van")])
+    packer = PromptPacker(view, Question("Where is the red van?"), budget=4000)
+    shown = packer.pack(lambda items: prompts.answer_prompt(Question("Where is the red van?"), items, final=False),
+                        [1, 2, 3], boost={3})
+    assert [(m.start, m.text) for m in shown] == [(0, "a street"), (60, "a red van at the gate")]

@@ -76,7 +76,7 @@ NEUTRAL_WEIGHT, ELSEWHERE_WEIGHT = 0.75, 0.5
 DETACHED_WEIGHT = 0.25
 # ... and where it is said of that thing, but not with the others the question gives ("4 pink squares; 2 yellow
 # squares" for "the 2 pink squares").
-APART_WEIGHT = 0.5
+APART_WEIGHT = 0.75
 # Words that ask for the colour of writing ("the lettering", "written in which colour"): what a caption says of letters.
 _WRITING = re.compile(r"\b(letter\w*|written|writing|text|font|print\w*|script|words?)\b", re.IGNORECASE)
 COLOUR_NAMES = frozenset((
@@ -418,6 +418,11 @@ class LexicalReasoner(Reasoner):
         option_terms = [set(terms(o)) for o in question.options]
         qset = set(question_terms(question.text))
         weights = self._specific(self._weights(question.text), bm25)
+        # What is asked about may take several words ("the squares in the bottom left"): an option beside all of
+        # them that memory holds is nearer than one beside some ("2 red squares (top left)").
+        held = sum(w for t, w in weights.items() if t in bm25.idf and t not in _ANSWER_KIND and w > CONTEXT_WEIGHT)
+        if held > NEAR_FULL:
+            weights = {t: w * NEAR_FULL / held for t, w in weights.items()}
         anchors = self._anchors(question)
         asked = self._asked(question, anchors)
         facts = [_FACT.split(m.text) for m in memory]
@@ -557,23 +562,28 @@ class LexicalReasoner(Reasoner):
             evidence=[EvidenceSpan(start=item.start, end=item.end)],
             reason=f"best-matching {item.level} memory covers {coverage:.0%} of the question's words")
 
+    def _ranking(self, question: Question, items: Sequence[MemoryItem]) -> tuple[list[float], list[float]]:
+        """(relevance, context) of memories to a question, for choosing where to look. The question's words count
+        as the answer weighs them (:meth:`_context`: a count or colour said of another thing, a word misread by
+        OCR), on the scale of their best BM25 score; the options' words count half (they are what is to be told
+        apart, and numbers or colours are everywhere); meaning counts as :func:`hybrid_scores` weighs it."""
+        bm25 = BM25([m.text for m in items])
+        query = question_terms(question.text)
+        options = [t for o in question.options for t in terms(o)]
+        scale = max(bm25.scores(query), default=0.0) or 1.0
+        context = self._context(items, bm25, query, question.text)
+        words = [scale * a + 0.5 * b for a, b in zip(context, bm25.scores(options), strict=True)]
+        return hybrid_scores(words, [m.similarity for m in items]), context
+
     async def localise(self, question: Question, memory: Sequence[MemoryItem],
                        candidates: Sequence[MemoryItem]) -> Reasoned[LocaliseReply]:
         started = time.perf_counter()
         if not candidates:
             raise ValueError("localise needs at least one candidate")
-        # A candidate is worth what the best memory inside it says (its own caption or deeper ones). Options
-        # count half: they are what is to be told apart, and numbers or colours are everywhere.
+        # A candidate is worth what the best memory inside it says (its own caption or deeper ones), by how well
+        # that memory matches the question (steeply, as the answer weighs it: :func:`_relevant`).
         pool = list(memory) + [c for c in candidates if c not in memory]
-        bm25 = BM25([m.text for m in pool])
-        query = question_terms(question.text)
-        options = [t for o in question.options for t in terms(o)]
-        # The question's words count as the answer weighs them (:meth:`_context`: a colour said of another thing,
-        # a word misread by OCR), on the scale of their best BM25 score so that options keep their half weight.
-        scale = max(bm25.scores(query), default=0.0) or 1.0
-        context = self._context(pool, bm25, query, question.text)
-        raw = hybrid_scores([scale * a + 0.5 * b for a, b in zip(context, bm25.scores(options), strict=True)],
-                            [m.similarity for m in pool])
+        raw, context = self._ranking(question, pool)
         # Where the answer so far found what it rests on is looked at closer first (VideoLucy's coarse-to-fine
         # step): the best-matching of those candidates, if any holds one.
         held = [c for c in candidates if c.note == EVIDENCE_NOTE] or list(candidates)
@@ -608,11 +618,7 @@ class LexicalReasoner(Reasoner):
         if _GLOBAL.search(question.text):
             return Reasoned(SelectReply(spans=[s.ref for s in spans], global_question=True,
                                         reason="the question is about the whole video"), self._usage(started))
-        bm25 = BM25([s.text for s in spans])
-        q = question_terms(question.text)
-        o = [t for option in question.options for t in terms(option)]
-        scores = hybrid_scores([a + 0.5 * b for a, b in zip(bm25.scores(q), bm25.scores(o), strict=True)],
-                               [s.similarity for s in spans])
+        scores, _ = self._ranking(question, spans)
         order = sorted(range(len(spans)), key=lambda i: (-scores[i], i))
         if scores and scores[order[0]] <= 0 and len(spans) > k:
             # Nothing matches, by words or meaning: spread the picks over the video rather than piling them at

@@ -210,3 +210,17 @@ def test_still_usable_after_aclose(store):
 
     first, second = asyncio.run(twice())
     assert first == second and "WELCOME TO LUCY" in first
+
+
+def test_coarse_looks_at_each_stage_of_a_brief_appearance(tmp_path: Path, captioner):
+    """A sign shown for two seconds and, right after it, squares for two more, on the scene's own background (no
+    cut marks them): the cheap look at every frame finds one appearance in two stages, and the coarse look reads
+    both, though frames spread over the span step over them."""
+    video = write_video(tmp_path / "stages.mp4", duration=60, fps=4, scenes=[Scene(0, 60, PALETTE["gray"])],
+                        overlays=[Overlay(25, 27, "KIOSK 12", x=0.3, y=0.3, size=0.12, box=None)],
+                        shapes=[Shape(27, 29, PALETTE["yellow"], count=4, x=0.05, y=0.8, size=0.1)])
+    settings = load_settings(data=tmp_path / "data", preset="live")
+    assert Ingestor(settings, str(video), "cam").run().complete
+    store = ZarrFrameStore.open(settings.data, "cam")
+    text = caption(captioner, read_level(store, 0, 60, "coarse"), "coarse").text
+    assert '"KIOSK 12" (centre' in text and "4 yellow squares (bottom left, 28.0 s)" in text, text

@@ -49,6 +49,10 @@ _GRID_STEP = 4  # colour, object and motion analysis run on every 4th pixel of t
 _MOTION_DELTA = 30  # grey levels a pixel must change by to count as moving
 APPEAR_MIN_AREA = 0.01  # share of the picture that must change, at least, for a brief appearance (_appearances)
 APPEAR_FACTOR = 3.0  # ... and how many times the scene's usual changed area (what always moves there)
+# Mean thumbnail difference (0..1) between two frames of one appearance that makes them two stages of it (a sign,
+# then the squares shown after it), at least, and how many times the scene's usual difference between neighbouring
+# frames (noise, what always moves there): each stage is looked at (_stages).
+STAGE_LAYOUT, STAGE_FACTOR = 0.008, 2.0
 _CACHE_FRAMES = 512  # analysed frames kept: a span captioned again (with a question's instruction) is instant
 _STROKE_PX = 2.0  # text whose strokes are thinner than this (pixels) gets no colour: it is all blended edges
 _BLEND = 0.35  # a pixel this far (share of the object-background contrast) from its object's colour is a blend
@@ -832,6 +836,7 @@ class _Survey:
 
     scenes: list[scenes.SceneSpan]
     blobs: list[list[motion.Blob]]
+    signatures: list[scenes.Signature]
 
 
 def _survey(clip: Clip) -> _Survey:
@@ -847,7 +852,7 @@ def _survey(clip: Clip) -> _Survey:
         background = np.median(np.stack(greys[span.first:span.last + 1]), axis=0).astype(np.uint8)
         for i in range(span.first, span.last + 1):
             blobs[i] = motion.moving_blobs(background, greys[i], float(clip.times[i]))
-    return _Survey(spans, blobs)
+    return _Survey(spans, blobs, signatures)
 
 
 def _pick(n: int, survey: _Survey, spread: int, max_keyframes: int) -> list[int]:
@@ -861,20 +866,35 @@ def _pick(n: int, survey: _Survey, spread: int, max_keyframes: int) -> list[int]
 def _appearances(survey: _Survey) -> list[int]:
     """Frames where something stands out from its scene's steady background for a while without a cut (a sign
     shown for three seconds, a parcel left in view): the middle frame of each run of frames whose changed area is
-    well above the scene's usual (a passer-by's), biggest first. Frames spread evenly over a coarse span are
-    seconds apart and step over such moments; the cheap look at every frame does not."""
-    found: list[tuple[float, int]] = []
+    well above the scene's usual (a passer-by's), biggest first, then the other stages of each (:func:`_stages`).
+    Frames spread evenly over a coarse span are seconds apart and step over such moments; the cheap look at every
+    frame does not."""
+    found: list[tuple[float, int, int]] = []
     for span in survey.scenes:
         if span.last - span.first < 2:  # no steady background to compare with
             continue
         area = [sum(b.area for b in survey.blobs[i]) for i in range(span.first, span.last + 1)]
         usual = float(np.median(area))
+        steps = [scenes.distance(survey.signatures[i], survey.signatures[i + 1])[1]
+                 for i in range(span.first, span.last)]
+        apart = max(STAGE_LAYOUT, STAGE_FACTOR * float(np.median(steps)))
         standing = [a > max(APPEAR_MIN_AREA, APPEAR_FACTOR * usual) for a in area]
         for stands, run in itertools.groupby(enumerate(standing), key=lambda x: x[1]):
             if stands:
                 frames = [span.first + i for i, _ in run]
-                found.append((max(area[f - span.first] for f in frames), frames[len(frames) // 2]))
-    return [i for _, i in sorted(found, key=lambda x: (-x[0], x[1]))]
+                size = max(area[f - span.first] for f in frames)
+                found += [(size, stage, i) for stage, i in enumerate(_stages(survey, frames, apart))]
+    return [i for _, _, i in sorted(found, key=lambda x: (x[1], -x[0], x[2]))]
+
+
+def _stages(survey: _Survey, frames: list[int], apart: float) -> list[int]:
+    """The frames that show each stage of one appearance: its middle frame, then any of its frames more than
+    ``apart`` unlike every frame taken so far (a sign shown for two seconds, then the squares that follow it)."""
+    taken = [frames[len(frames) // 2]]
+    for f in frames:
+        if all(scenes.distance(survey.signatures[f], survey.signatures[t])[1] > apart for t in taken):
+            taken.append(f)
+    return taken
 
 
 def _moving(survey: _Survey, facts: list[FrameFacts]) -> str:

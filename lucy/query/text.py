@@ -52,7 +52,7 @@ def _stem(word: str) -> str:
 
 
 _SEPARATOR = re.compile(r"[-:/]")
-_GLUED = re.compile(r"^([a-z]{2,})(\d+)$")  # a word run into the number after it
+_GLUED = re.compile(r"^([a-z]{2,})(\d+[a-z]?)$")  # a word run into the number after it ("quay6", "platform2b")
 _DECIMAL = re.compile(r"^\d+\.\d+$")
 
 

@@ -6,6 +6,7 @@ import asyncio
 
 from lucy.query.reasoners.base import MemoryItem, Question
 from lucy.query.reasoners.lexical import LexicalReasoner
+from lucy.query.text import terms
 
 PLATES = ("KX-4281", "KX-4821", "QD-1190", "MV-3375")
 COARSE = MemoryItem(1, "coarse", 60, 120, 'Scenes: gray, then blue. On-screen text: "HARBOR GATE" (top left, '
@@ -257,6 +258,7 @@ def test_a_place_read_run_together_is_the_place_the_question_names():
                                               '- "CLOSING" (bottom centre, white letters on black)\n'
                                               '- "CAM 5 YARD" (bottom right, white letters on black)'),
               MemoryItem(2, "fine", 380, 390, 'On-screen text:\n- "QUAY STEPS" (centre, pink letters on gray)')]
+    assert {"quay", "6"} <= set(terms("QUAY6")) and {"platform", "2b"} <= set(terms("PLATFORM2B"))
     for text in ("What colour was the lettering of the place sign at QUAY 6?",
                  "At QUAY 6, in what colour was the place name written?"):
         reply = answer(Question(text, ("red", "gray", "white", "pink")), memory)

@@ -279,12 +279,12 @@ def test_localise_weighs_the_question_words_as_the_answer_does():
     assert loc.span == 1, loc
 
 
-def test_a_colour_on_the_line_the_question_names_to_say_when_is_of_that_line():
-    """"the place sign when the CART code was shown": the CART line's white letters are the code's, not the place
-    sign's; the camera's name, on screen all the time, is white too. The place sign is the other line."""
+def test_the_colour_of_text_on_screen_all_the_time_is_of_no_moment():
+    """The camera's name is on screen all the time, in white: the lettering of the place sign shown when the CART
+    code was is the yellow of the sign's own line."""
     camera = '- "CAM 5 YARD" (bottom right, white letters on red)'
     memory = [MemoryItem(1, "fine", 460, 470, 'On-screen text:\n- "LANE 3" (centre, yellow letters on red)\n'
-                                              f'- "CART VL-7756" (centre, white letters on black)\n{camera}')]
+                                              f'- "CART VL-7756" (centre)\n{camera}')]
     memory += [MemoryItem(2 + k, "coarse", start, start + 60, f"On-screen text:\n{camera}\nObjects: 1 white square")
                for k, start in enumerate((0, 420, 900))]
     reply = answer(Question("What colour was the lettering of the place sign when the CART code was on screen?",

@@ -254,15 +254,6 @@ class LexicalReasoner(Reasoner):
         return {t for t, n in counts.items() if n >= max(3.0, len(spans) / 2)}
 
     @staticmethod
-    def _elsewhere(question: Question, anchors: set[str]) -> set[str]:
-        """The names the question gives only to place the moment, outside what it asks about ("the place sign
-        when the CART code was shown": cart): a colour on their line is of that other thing."""
-        subject = subject_of(question.text)
-        rest = question.text.replace(subject, " ") if subject else question.text
-        named = set(terms(" ".join(_NAMED.findall(rest) + _QUOTED.findall(rest))))
-        return named - anchors - {t for option in question.options for t in terms(option)}
-
-    @staticmethod
     def _asked(question: Question, anchors: set[str]) -> set[str]:
         """The things the question asks a colour of ("the lettering of the X sign": lettering, sign; "the
         background colour": background), as terms: the words of what it asks about, less names and options."""
@@ -274,22 +265,19 @@ class LexicalReasoner(Reasoner):
         return asked | ({"letter"} if _WRITING.search(question.text) else set())
 
     @staticmethod
-    def _attached(facts: list[str], colour: str, asked: set[str], others: set[str] = frozenset(),
-                  fixtures: set[str] = frozenset()) -> float:
+    def _attached(facts: list[str], colour: str, asked: set[str], fixtures: set[str] = frozenset()) -> float:
         """How a colour stands in a memory's statements, as English attaches it to the word right after it: 1
         where it is said of what the question asks about ("green letters" for the lettering);
         :data:`NEUTRAL_WEIGHT` where it is said of nothing in particular ("letters on brown"); less where every
         mention is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red squares" when the lettering is asked about,
-        "brown 93%" of the picture, any colour of the statement that names ``others``: the things the question
-        names only to say when, such as the "CART" line of "the place sign when the CART code was shown"; or of
-        text made only of ``fixtures``, on screen all the time, such as a camera's name)."""
+        "brown 93%" of the picture, or any colour of text made only of ``fixtures``, on screen all the time, such
+        as a camera's name)."""
         pattern = re.compile(rf"(?<![a-z0-9-]){re.escape(colour)}(?![a-z0-9-])(?:\s+([a-z0-9%.]+))?",
                              re.IGNORECASE)
         best = 0.0
         for fact in facts:
             quoted = _QUOTED.findall(fact)
-            if (others and others & set(terms(fact))) or \
-                    (fixtures and quoted and all(set(terms(q)) <= fixtures for q in quoted)):
+            if fixtures and quoted and all(set(terms(q)) <= fixtures for q in quoted):
                 if pattern.search(fact):
                     best = max(best, ELSEWHERE_WEIGHT)
                 continue
@@ -459,7 +447,6 @@ class LexicalReasoner(Reasoner):
             weights = {t: w * NEAR_FULL / held for t, w in weights.items()}
         anchors = self._anchors(question)
         asked = self._asked(question, anchors)
-        elsewhere = self._elsewhere(question, anchors)
         facts = [_FACT.split(m.text) for m in memory]
         lines = [[terms(fact) for fact in item] for item in facts]
         doc_terms = [{t for line in item for t in line} for item in lines]
@@ -520,14 +507,14 @@ class LexicalReasoner(Reasoner):
                         support = found * (0.4 + 0.6 * self._near_phrase(lines[k], terms(where), weights))
                         said.update(terms(where))
                 if colour is not None and support > 0:
-                    support *= self._attached(facts[k], colour, asked, elsewhere, fixtures)
+                    support *= self._attached(facts[k], colour, asked, fixtures)
                 elif colour is not None:
                     # Named only with a neighbour's name that is no option ("red letters" when pink is one): names
                     # of colours blur at their borders, in a caption as in a small, blended picture.
                     for other in _NEIGHBOURS.get(colour, set()) - option_colours:
                         if other in doc_terms[k]:
                             reading = NEIGHBOUR_WEIGHT * (0.4 + 0.6 * self._near(lines[k], other, weights)) * \
-                                self._attached(facts[k], other, asked, elsewhere, fixtures)
+                                self._attached(facts[k], other, asked, fixtures)
                             if reading > support:
                                 support, said = reading, {other}
                 anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 MAX_SOURCE_CHARS = 4096
 ORPHAN_WAIT_SECONDS = 30.0  # for the stream worker of a killed server to notice and end
+SETTLE_SECONDS = 10.0  # for the worker of a run that has ended to close its stores and exit (ManagedStream.settle)
+_ENDED = frozenset({StreamState.FINISHED, StreamState.STOPPED, StreamState.FAILED})
 
 def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
     """The server's settings with a stream's own preset, captioner and retention ages (validated: a stream's
@@ -120,6 +122,13 @@ class ManagedStream:
         self._thread = threading.Thread(target=self._follow, args=(self._worker,), name=f"stream-{self.name}",
                                         daemon=True)
         self._thread.start()
+
+    def settle(self, timeout: float = SETTLE_SECONDS) -> None:
+        """Wait (up to ``timeout``) for the worker of a run that has ended (finished, stopped, failed) to exit:
+        its state is shown as soon as the run ends, and the worker closes its stores after that."""
+        thread = self._thread
+        if thread is not None and thread.is_alive() and self._state in _ENDED:
+            thread.join(timeout)
 
     def refuse(self, error: str) -> None:
         """Mark the stream failed without starting it (its writer lock is held elsewhere)."""
@@ -432,6 +441,8 @@ class StreamManager:
         if captioner not in CAPTIONER_BACKENDS:
             raise InvalidRequest(f"unknown captioner {captioner!r}; choose one of: {', '.join(CAPTIONER_BACKENDS)}")
         source = self.check_source(source)
+        if (ended := self._streams.get(name)) is not None:
+            ended.settle()  # a stream shown as finished may still be closing its worker: not "already running"
         with self._lock:
             existing = self._streams.get(name)
             if existing is not None and existing.active:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,10 @@ from lucy.metrics import (
 from lucy.service.chat import answer_text, read_request
 from lucy.service.errors import InvalidRequest
 from lucy.service.events import EventBus, NodeAnnouncer
+from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit
 from lucy.service.registry import StreamRegistry, StreamSpec
 from lucy.service.schemas import ChatRequest
-from lucy.service.streams import StreamManager
+from lucy.service.streams import ManagedStream, StreamManager
 
 
 def _samples(exporter: MetricsExporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -197,3 +199,38 @@ def test_chat_question_extraction() -> None:
         read_request(ChatRequest(model="cam", messages=[{"role": "system", "content": "x"}]), 500)
     text = answer_text({"answer": "KX-4821", "confident": False, "evidence": [{"start": 20, "end": 30}]})
     assert text.startswith("KX-4821") and "20.0-30.0 s" in text and "Not confident" in text
+
+
+class _SlowToExit:
+    """A stream worker whose run finishes at once, then takes a while to close its stores and exit."""
+
+    pid = None  # no process of its own
+
+    def __init__(self, spec: StreamSpec, settings: object) -> None:
+        self.spec = spec
+
+    def messages(self):
+        yield StateChange(StreamState.FINISHED)
+        time.sleep(1.0)
+        yield RunEnd(StreamState.FINISHED)
+        yield WorkerExit(0)
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_finished_stream_is_not_refused_as_running_while_its_worker_exits(tmp_path: Path) -> None:
+    """The API shows a stream finished as soon as its run ends; adding it again then gets the answer a finished
+    stream gets (here: its name holds another source), not "already running" from a worker still exiting."""
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"only the path is checked here")
+    settings = load_settings(data=tmp_path / "data")
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager.stream_type = type("SlowStream", (ManagedStream,), {"worker_type": _SlowToExit})
+    stream = manager.add("cam", str(video))
+    deadline = time.monotonic() + 10
+    while stream.state != StreamState.FINISHED and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream.state == StreamState.FINISHED and stream.active, (stream.state, stream.error)  # still exiting
+    stream.settle()
+    assert not stream.active

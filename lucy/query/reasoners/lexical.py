@@ -442,9 +442,10 @@ class LexicalReasoner(Reasoner):
         weights = self._specific(self._weights(question.text), bm25)
         # What is asked about may take several words ("the squares in the bottom left"): an option beside all of
         # them that memory holds is nearer than one beside some ("2 red squares (top left)").
-        held = sum(w for t, w in weights.items() if t in bm25.idf and t not in _ANSWER_KIND and w > CONTEXT_WEIGHT)
-        if held > NEAR_FULL:
-            weights = {t: w * NEAR_FULL / held for t, w in weights.items()}
+        subject_mass = sum(w for t, w in weights.items()
+                           if t in bm25.idf and t not in _ANSWER_KIND and w > CONTEXT_WEIGHT)
+        if subject_mass > NEAR_FULL:
+            weights = {t: w * NEAR_FULL / subject_mass for t, w in weights.items()}
         anchors = self._anchors(question)
         asked = self._asked(question, anchors)
         facts = [_FACT.split(m.text) for m in memory]

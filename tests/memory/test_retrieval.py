@@ -83,7 +83,7 @@ def test_hybrid_finds_a_paraphrase_that_words_cannot(store, embedder):
     found = [h for h in hits if h.node.text == LOBBY[0][3]]
     assert found and hits.index(found[0]) <= 1  # beside the one word match (first or second)
     assert found[0].semantic_rank == 1 and found[0].lexical_rank is None
-    assert found[0].similarity is not None and found[0].similarity > 0.8
+    assert found[0].similarity == max(h.similarity for h in hits) > 0  # from the stream's centre, not the origin
     assert all(h.node.level == "coarse" for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
@@ -187,3 +187,38 @@ def test_existing_database_gets_the_vector_table(tmp_path, monkeypatch, local):
     hits = MemoryIndex(store, local).search("lobby", "a receptionist giving out a room pass", level="coarse")
     assert hits[0].node.text == LOBBY[0][3] and hits[0].lexical_rank is None
     store.close()
+
+
+class TableEmbedder(Embedder):
+    """Vectors looked up by text: a geometry chosen by the test."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table, self.name, self.model, self.dim = table, "table", "table-1", 3
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.table[text].astype(np.float32)
+
+
+def test_what_every_memory_of_a_stream_shares_does_not_decide_a_search(store):
+    """Two hundred memories of one camera say much the same (axis 0, with a little noise); one says something else too
+    (axis 1). A query mostly about the camera's usual scene but asking for that something is nearer the usual
+    scene by plain cosine; measured from the stream's centre, the one memory that has it comes first."""
+    rng = np.random.default_rng(3)
+    unit = lambda v: np.asarray(v, np.float64) / np.linalg.norm(v)  # noqa: E731
+    table = {f"the yard, as ever ({k})": unit([1.0, 0.0, 0.0] + rng.normal(0, 0.05, 3) * [0, 0, 1])
+             for k in range(200)}
+    table["the yard, and a fox crossing it"] = unit([0.6, 0.8, 0.0])
+    table["a fox in the yard?"] = unit([0.95, 0.31, 0.0])
+    store.add_many([MemoryNode(stream="yard", level="coarse", start=60.0 * k, end=60.0 * k + 60, text=text)
+                    for k, text in enumerate(t for t in table if not t.endswith("?"))])
+    query = "a fox in the yard?"
+    plain = {t: float(table[t] @ table[query]) for t in table if t != query}
+    assert max(plain, key=plain.get) != "the yard, and a fox crossing it"  # the geometry the test is about
+    index = MemoryIndex(store, TableEmbedder(table))
+    hits = index.search("yard", query, limit=3)
+    assert hits[0].node.text == "the yard, and a fox crossing it" and hits[0].semantic_rank == 1
+    similarity = index.similarities(query, store.nodes("yard"))
+    assert similarity is not None and store.nodes("yard")[int(np.argmax(similarity))].text == hits[0].node.text

@@ -17,7 +17,8 @@ For a question that arrives when the stream's frame store holds media up to ``ho
    its sub-spans at the next depth (coarse -> fine -> ultra_fine, each at its level's fps), and all of it joins
    the current memory; the answering agent answers again; a confident answer ends the question, and so does an
    answer that :data:`STEADY_ROUNDS` rounds of looking closer where its evidence lies left unchanged.
-4. Otherwise a final answer is forced and marked not confident.
+4. Otherwise a final answer is forced and marked not confident. When the last reply chose an option from the
+   memories a final call would be shown, that choice stands without another call.
 
 Every node a question makes is stored with origin ``question:<id>`` and parent links. A later question starts
 from all nodes inside its horizon and reuses deeper nodes instead of captioning a span again, so the same
@@ -58,6 +59,7 @@ from lucy.query.result import done_step, make_result
 from lucy.query.search import SpanSearcher
 from lucy.query.semantic import QuestionSimilarity
 from lucy.query.summaries import SummaryLevels
+from lucy.query.text import clip_text
 from lucy.query.tail import caption_tail
 from lucy.query.trace import QueryResult, TraceRecorder, TraceStep
 
@@ -195,7 +197,8 @@ class _QuestionLoop:
         await self.similarity.update()
 
         # 1. answer from coarse memory (and what earlier questions found inside the horizon)
-        answer = await self.answerer.answer(self.view.below_summaries(), final=False)
+        shown = self.view.below_summaries()
+        answer = await self.answerer.answer(shown, final=False)
         yield answer.step
         if answer.confident:
             yield await self._finish(answer.reply, confident=True)
@@ -220,7 +223,8 @@ class _QuestionLoop:
             await self.similarity.update()
             if self.span_captioner.down is not None:
                 break  # deeper memory cannot be made now: rounds would find nothing new
-            answer = await self.answerer.answer(sorted(self.view.current), final=False)
+            shown = sorted(self.view.current)
+            answer = await self.answerer.answer(shown, final=False)
             self.localiser.answered(answer.reply)
             yield answer.step
             if answer.reply is not None:
@@ -234,7 +238,14 @@ class _QuestionLoop:
                     answer.step.detail += f"; unchanged after looking closer {steady} times: no more rounds"
                     break
 
-        # 4. forced final answer, never confident
+        # 4. forced final answer, never confident; a choice made from the very memories it would be shown stands
+        if last is not None and last.option_index is not None and sorted(shown) == sorted(self.view.current):
+            step = self.trace.begin("final")
+            step.detail = (f"{clip_text(last.answer, 120)!r} confident=False: the last answer stands (memory has "
+                           "not changed since it was chosen)")
+            yield step
+            yield await self._finish(last, confident=False)
+            return
         final = await self.answerer.answer(sorted(self.view.current), final=True)
         final.step.agent = "final"
         yield final.step

@@ -415,7 +415,8 @@ def test_rounds_explore_other_spans_when_a_search_finds_nothing(tmp_path, fakes)
 
 def test_rounds_stop_when_looking_closer_leaves_the_answer_as_it_was(tmp_path, fakes, seeded):
     """The plate cannot be made out at any depth: after two rounds in the van's span that change nothing, the loop
-    stops (each further round would cost two calls for the same answer) and forces its final answer."""
+    stops (each further round would cost two calls for the same answer). The last reply chose an option from the
+    memory a final call would see, so that choice is the answer, not confident, without another call."""
     def unsure(q, memory, final, n):
         gate = next((m for m in memory if "harbor gate" in m.text), None)
         return AnswerReply(answer="KX-4821", option_index=0, confident=False,
@@ -429,7 +430,10 @@ def test_rounds_stop_when_looking_closer_leaves_the_answer_as_it_was(tmp_path, f
     result = run(engine, QUESTION, ["KX-4821", "KX-4281"])
     assert result.iterations == 2 and not result.confident
     assert "unchanged after looking closer 2 times" in [s for s in result.trace if s.agent == "answer"][-1].detail
-    assert [s.agent for s in result.trace if s.llm_calls][-1] == "final"
+    final = result.trace[-1]
+    assert final.agent == "final" and final.llm_calls == 0 and "the last answer stands" in final.detail
+    assert result.answer == "KX-4821"
+    assert result.llm_calls == sum(s.agent in ("answer", "select", "localise") for s in result.trace)
 
 
 def test_the_first_round_looks_closer_where_the_coarse_answer_found_its_evidence(tmp_path, fakes):

@@ -59,8 +59,8 @@ from lucy.query.result import done_step, make_result
 from lucy.query.search import SpanSearcher
 from lucy.query.semantic import QuestionSimilarity
 from lucy.query.summaries import SummaryLevels
-from lucy.query.text import clip_text
 from lucy.query.tail import caption_tail
+from lucy.query.text import clip_text
 from lucy.query.trace import QueryResult, TraceRecorder, TraceStep
 
 if TYPE_CHECKING:

@@ -207,7 +207,10 @@ def test_what_every_memory_of_a_stream_shares_does_not_decide_a_search(store):
     (axis 1). A query mostly about the camera's usual scene but asking for that something is nearer the usual
     scene by plain cosine; measured from the stream's centre, the one memory that has it comes first."""
     rng = np.random.default_rng(3)
-    unit = lambda v: np.asarray(v, np.float64) / np.linalg.norm(v)  # noqa: E731
+
+    def unit(v: Sequence[float]) -> np.ndarray:
+        return np.asarray(v, np.float64) / np.linalg.norm(v)
+
     table = {f"the yard, as ever ({k})": unit([1.0, 0.0, 0.0] + rng.normal(0, 0.05, 3) * [0, 0, 1])
              for k in range(200)}
     table["the yard, and a fox crossing it"] = unit([0.6, 0.8, 0.0])

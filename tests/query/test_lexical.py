@@ -157,8 +157,9 @@ def test_a_colour_said_of_another_sign_is_no_confident_answer():
     """The caption could not tell the colour of the DOCK 14 sign's letters; it did tell the code line's. The
     question names the sign: an answer from another line is a guess, and the loop must look closer."""
     unsure = MemoryItem(7, "fine", 300, 310, DOCK.text.replace("yellow letters on brown, ", ""))
+    later = MemoryItem(8, "fine", 400, 410, QUIET.text)  # not the 10 s right after the sign (see ADJACENT_SHARE)
     reply = answer(Question("What colour were the letters of the DOCK 14 sign?", ("white", "yellow", "pink", "red")),
-                   [unsure, QUIET])
+                   [unsure, later])
     assert not reply.confident and "not about what was asked" in reply.reason
 
 
@@ -290,3 +291,40 @@ def test_the_colour_of_text_on_screen_all_the_time_is_of_no_moment():
     reply = answer(Question("What colour was the lettering of the place sign when the CART code was on screen?",
                             ("white", "teal", "pink", "yellow")), memory)
     assert reply.answer == "yellow", reply
+
+
+def test_a_colour_the_picture_turned_is_its_background_not_a_sign_of_that_colour():
+    """"When the scene turned pink": the moment with a pink background, not the one whose sign is written in pink,
+    even when that one is known in finer detail."""
+    pink_sign = MemoryItem(1, "ultra_fine", 266, 268, 'Scenes:\n- 266.0-269.0 s: mostly orange background (colours: orange '
+                                                '94%)\nOn-screen text:\n- "ZONE 8" (centre, pink letters on orange)')
+    pink_scene = MemoryItem(2, "coarse", 1200, 1260, 'Scenes:\n- 1230.0-1237.0 s: mostly pink background (colours: pink '
+                                                   '91%)\nOn-screen text:\n- "QUAY 6" (centre, white letters on pink)')
+    options = ("TOWER B", "QUAY 6", "ARCH 11", "ZONE 8")
+    for text in ("When the scene turned pink, which location did the sign show?",
+                 "Which place did the sign name while the picture was pink?"):
+        reply = answer(Question(text, options), [pink_sign, pink_scene])
+        assert reply.answer == "QUAY 6", text
+
+
+def test_what_came_up_as_the_sign_went_is_of_the_time_of_the_sign():
+    """The sign showed for two seconds and the squares came up right after it: "at the time of the VOUCHER line"
+    finds them in the memory that begins as the sign's ends, not in squares of the same kind a while later."""
+    sign = MemoryItem(1, "ultra_fine", 818, 820, 'On-screen text:\n- "RAMP 4" (centre, green letters on gray)\n'
+                                                 '- "VOUCHER NP-8259" (centre)\nObjects: 1 white square (bottom centre)')
+    after = MemoryItem(2, "ultra_fine", 820, 822, "On-screen text:\n- none readable\nObjects: 1 white square (bottom "
+                                                  "centre); 2 yellow squares (bottom right, 820.0-821.5 s)")
+    later = MemoryItem(3, "ultra_fine", 900, 902, "On-screen text:\n- none readable\nObjects: 3 teal squares (bottom "
+                                                  "right, 900.0-901.5 s)")
+    q = Question("At the time of the VOUCHER line, which colour were the bottom right squares?",
+                 ("purple", "teal", "yellow", "red"))
+    assert answer(q, [sign, after, later]).answer == "yellow"
+
+
+def test_the_number_of_a_name_in_the_question_is_no_count_an_option_echoes():
+    """"While the sign read LANE 3": the 3 names the lane; the answer 3 is not the question's own word back."""
+    moment = MemoryItem(1, "ultra_fine", 1496, 1498, 'On-screen text:\n- "CAM 5 YARD" (bottom right, red letters on '
+                                                     'teal)\n- "LANE 3" (centre, pink letters on teal)\nObjects: 1 '
+                                                     'white square (bottom left); 3 red squares (bottom right)')
+    q = Question("While the sign read LANE 3, how many red squares could be seen?", ("4", "2", "5", "3"))
+    assert answer(q, [moment]).answer == "3"

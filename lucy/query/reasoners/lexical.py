@@ -62,6 +62,11 @@ _PRONOUN = re.compile(r"\b(they|them|it|those|these)\b", re.IGNORECASE)
 _LAST_THING = re.compile(r"\b(?:a|an|the|some|\d+)\s+((?:[\w-]+\s+){0,2}[\w-]+)\W*$", re.IGNORECASE)
 # Words that ask about the picture's background without naming it.
 _BACKGROUND = re.compile(r"\b(backdrop|backgrounds?|fill(s|ed)? the (screen|picture|frame|image))\b", re.IGNORECASE)
+# A colour said of the whole picture by a verb ("when the scene turned pink", "while the screen was blue"): the colour
+# of its background, as captions write it ("mostly pink background").
+_PICTURE_WAS = re.compile(r"\b(?:scene|screen|picture|image|frame|backdrop|background)\s+(?:had\s+)?(?:turned|went|"
+                          r"was|were|became|is|looked|changed to)\s+(\w+)\b", re.IGNORECASE)
+_NAME_NUMBER = re.compile(r"\b[A-Z][A-Z-]*\s+(\d+)\b")  # "LANE 3", "CAM 5": a number that is part of a name
 _NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
 # "... at QUAY 6": a place named right after what is asked about, which says which of its kind it is.
 _AT_NAME = re.compile(r"\b[Aa]t\s+(?:the\s+)?([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
@@ -70,6 +75,11 @@ NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully
 ECHO_WEIGHT = 0.5
 UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
 CONTEXT_WEIGHT = 0.25
+# What a memory inherits of the question words matched by a memory enclosing it (it is part of that moment), and by a
+# detailed memory (10 s or less) that ends as it begins, or begins as it ends, where this one holds more of what is
+# asked about: "at the time of the VOUCHER line" is also the second right after the line, where the squares asked
+# about came up as the sign went (but the colour of the sign's letters is read where the sign is).
+ENCLOSING_SHARE, ADJACENT_SHARE = 0.4, 0.7
 # A colour said of nothing in particular, or of another thing than the one asked about (LexicalReasoner._attached).
 NEUTRAL_WEIGHT, ELSEWHERE_WEIGHT = 0.75, 0.5
 # A count or colour the question gives of a thing ("when 3 green squares appeared") found in a memory only of
@@ -317,8 +327,10 @@ class LexicalReasoner(Reasoner):
         return weights
 
     def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str], question: str) -> list[float]:
-        """How well each memory matches the question's own words, in [0, 1]; a memory inherits 0.4 of what
-        the memories enclosing it match (a fine caption inside the coarse span that names the place). A long word
+        """How well each memory matches the question's own words, in [0, 1]; a memory inherits
+        :data:`ENCLOSING_SHARE` of what the memories enclosing it match (a fine caption inside the coarse span that
+        names the place) and :data:`ADJACENT_SHARE` of what a detailed memory right before or after it matches, where
+        it holds more of what is asked about than that one. A long word
         read with an OCR slip ("VSITOR" for "VISITOR") counts as :meth:`_match` scores it; a count or colour the
         question gives of a thing counts fully only where it is said of that thing (:meth:`_modifiers`)."""
         qset = set(query)
@@ -350,16 +362,26 @@ class LexicalReasoner(Reasoner):
                  for t in qset if best.get(t)}
         total = sum(worth.values()) or 1.0
         own = [{t: found / best[t] for t, found in held.items()} for held in own]
+        subject = set(question_terms(subject_of(question)))
+        asked = [sum(found for t, found in held.items() if t in subject) for held in own]
         out = []
         for i, item in enumerate(memory):
-            inherited: dict[str, float] = {}
+            inherited: dict[str, float] = {}  # what the question names, held by a memory around this one or beside it
             for j, other in enumerate(memory):
-                if j != i and other.start <= item.start and item.end <= other.end and \
+                if j == i:
+                    continue
+                if other.start <= item.start and item.end <= other.end and \
                         (other.end - other.start) > (item.end - item.start):
-                    for t, found in own[j].items():
-                        inherited[t] = max(inherited.get(t, 0.0), found)
-            mass = sum(worth[t] * found for t, found in own[i].items()) + 0.4 * sum(
-                worth[t] * max(0.0, found - own[i].get(t, 0.0)) for t, found in inherited.items())
+                    share = ENCLOSING_SHARE
+                elif item.level in _DETAILED and other.level == item.level and asked[i] > asked[j] and \
+                        (abs(other.end - item.start) < 1e-6 or abs(item.end - other.start) < 1e-6):
+                    share = ADJACENT_SHARE
+                else:
+                    continue
+                for t, found in own[j].items():
+                    inherited[t] = max(inherited.get(t, 0.0), share * max(0.0, found - own[i].get(t, 0.0)))
+            mass = sum(worth[t] * found for t, found in own[i].items()) + sum(
+                worth[t] * gain for t, gain in inherited.items())
             out.append(min(1.0, mass / total))
         return out
 
@@ -368,7 +390,8 @@ class LexicalReasoner(Reasoner):
         """The counts and colours the question gives of a thing, each with that thing and all the question gives of
         it: "when 3 green squares appeared" -> {"3": ("square", {"3", "green"}), "green": (the same)}; a count with
         no thing right after it is of the thing named before it ("the green squares (there were 3)", "gate 3"). A
-        number inside a time or a code is no count."""
+        number inside a time or a code is no count. A colour the picture "turned" or "was" is its background's."""
+        question = _PICTURE_WAS.sub(lambda m: f"{m[1]} background" if m[1].lower() in COLOUR_NAMES else m[0], question)
         words = [terms(token) for token in question.split()]
         things: dict[str, str] = {}
         for p, word in enumerate(words):
@@ -439,6 +462,8 @@ class LexicalReasoner(Reasoner):
                 context: list[float]) -> AnswerReply:
         option_terms = [set(terms(o)) for o in question.options]
         qset = set(question_terms(question.text))
+        # The number of a name ("LANE 3") is no count the question gives: an option "3" does not echo it.
+        echoed = qset - {m[1] for m in _NAME_NUMBER.finditer(question.text)}
         weights = self._specific(self._weights(question.text), bm25)
         # What is asked about may take several words ("the squares in the bottom left"): an option beside all of
         # them that memory holds is nearer than one beside some ("2 red squares (top left)").
@@ -467,7 +492,7 @@ class LexicalReasoner(Reasoner):
             mass = sum(bm25.idf_of(t) for t in distinct) or 1.0
             # An option that only repeats the question's words is its distractor ("the background behind the pink
             # squares" was not pink): what it is found beside counts half.
-            echo = ECHO_WEIGHT if distinct <= qset else 1.0
+            echo = ECHO_WEIGHT if distinct <= echoed else 1.0
             # Options made of the same words in another order ("top left", "bottom left"...) are told apart only
             # by the whole phrase: a stray "left" elsewhere is no evidence for either.
             by_words = bool(option_terms[i] - others) or len(option_terms[i]) < 2

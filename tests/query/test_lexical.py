@@ -328,3 +328,19 @@ def test_the_number_of_a_name_in_the_question_is_no_count_an_option_echoes():
                                                      'white square (bottom left); 3 red squares (bottom right)')
     q = Question("While the sign read LANE 3, how many red squares could be seen?", ("4", "2", "5", "3"))
     assert answer(q, [moment]).answer == "3"
+
+
+def test_the_ground_letters_are_written_on_is_not_their_colour():
+    """"orange letters on blue" on a blue scene: blue is said in every memory around the moment, but only ever of
+    the ground; the place name is written in orange."""
+    def moment(ref, start, end, text):
+        return MemoryItem(ref, "ultra_fine", start, end, "Scenes:\n- mostly blue background (colours: blue 98%)\n"
+                                                         "On-screen text:\n" + text)
+    memory = [moment(1, 1624, 1626, '- "CAM 5 YARD" (bottom right, white letters on blue)'),
+              moment(2, 1626, 1628, '- "CAM 5 YARD" (bottom right, white letters on blue)'),
+              moment(3, 1628, 1630, '- "RAMP 4" (centre, orange letters on blue)\n- "TAG WV-7720" (centre)\n'
+                                    '- "CAM 5 YARD" (bottom right, white letters on blue)'),
+              moment(4, 1630, 1632, '- "RAMP 4" (centre, orange letters on blue)\n- "TAG WV-7720" (centre)')]
+    q = Question("While a TAG number was displayed, in what colour was the place name written?",
+                 ("green", "orange", "gray", "blue"))
+    assert answer(q, memory).answer == "orange"

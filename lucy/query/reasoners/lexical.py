@@ -278,11 +278,11 @@ class LexicalReasoner(Reasoner):
     def _attached(facts: list[str], colour: str, asked: set[str], fixtures: set[str] = frozenset()) -> float:
         """How a colour stands in a memory's statements, as English attaches it to the word right after it: 1
         where it is said of what the question asks about ("green letters" for the lettering);
-        :data:`NEUTRAL_WEIGHT` where it is said of nothing in particular ("letters on brown"); less where every
-        mention is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red squares" when the lettering is asked about,
-        "brown 93%" of the picture, or any colour of text made only of ``fixtures``, on screen all the time, such
-        as a camera's name)."""
-        pattern = re.compile(rf"(?<![a-z0-9-]){re.escape(colour)}(?![a-z0-9-])(?:\s+([a-z0-9%.]+))?",
+        :data:`NEUTRAL_WEIGHT` where it is said of nothing in particular ("... in brown"); less where every mention
+        is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red squares" when the lettering is asked about, "brown
+        93%" of the picture, "letters on brown" unless the background is asked about, or any colour of text made
+        only of ``fixtures``, on screen all the time, such as a camera's name)."""
+        pattern = re.compile(rf"(\bon\s+)?(?<![a-z0-9-]){re.escape(colour)}(?![a-z0-9-])(?:\s+([a-z0-9%.]+))?",
                              re.IGNORECASE)
         best = 0.0
         for fact in facts:
@@ -292,12 +292,13 @@ class LexicalReasoner(Reasoner):
                     best = max(best, ELSEWHERE_WEIGHT)
                 continue
             for found in pattern.finditer(fact):
-                following = terms((found.group(1) or "").lower())
+                following = terms((found.group(2) or "").lower())
                 if following and following[0] in asked:
                     return 1.0
-                # Said of nothing in particular ("letters on brown", "... in green."), or of something else ("red
-                # squares", "brown 93%" of the picture).
-                best = max(best, ELSEWHERE_WEIGHT if following else NEUTRAL_WEIGHT)
+                # Said of nothing in particular ("... in green."), or of something else ("red squares", "brown 93%"
+                # of the picture, the ground letters are written on: "white letters on blue").
+                elsewhere = following or (found.group(1) and "background" not in asked)
+                best = max(best, ELSEWHERE_WEIGHT if elsewhere else NEUTRAL_WEIGHT)
         return best or 1.0
 
     @staticmethod

@@ -344,3 +344,16 @@ def test_the_ground_letters_are_written_on_is_not_their_colour():
     q = Question("While a TAG number was displayed, in what colour was the place name written?",
                  ("green", "orange", "gray", "blue"))
     assert answer(q, memory).answer == "orange"
+
+
+def test_an_answer_from_a_moment_that_lacks_part_of_the_question_is_not_sure():
+    """Purple squares were seen on a green scene; the question asks about those seen as the scene turned orange,
+    a moment memory has not made out yet. The corner of the green scene's squares is a guess to check."""
+    green = MemoryItem(1, "coarse", 1380, 1440, "Scenes:\n- 1426.0-1430.0 s: mostly green background\n"
+                                                "Objects: 2 purple squares (bottom left, 1430.0 s)")
+    orange = MemoryItem(2, "coarse", 600, 660, "Scenes:\n- 600.0-602.0 s: mostly orange background\n"
+                                               'On-screen text:\n- "LANE3" (centre, seen 600.0 s)')
+    q = Question("In which corner were the purple squares when the scene turned orange?",
+                 ("bottom left", "top right", "top left", "bottom right"))
+    reply = answer(q, [green, orange])
+    assert not reply.confident and "not about what was asked" in reply.reason

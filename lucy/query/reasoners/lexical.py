@@ -75,6 +75,10 @@ NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully
 ECHO_WEIGHT = 0.5
 UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
 CONTEXT_WEIGHT = 0.25
+# A choice is confident only from a memory that holds this share of what the question names (as memory holds it at
+# best, see LexicalReasoner._context): "the purple squares when the scene turned orange" is not answered for sure
+# from purple squares on a green scene, however exactly it names their corner.
+CHOICE_COVERAGE = 0.8
 # What a memory inherits of the question words matched by a memory enclosing it (it is part of that moment), and by a
 # detailed memory (10 s or less) that ends as it begins, or begins as it ends, where this one holds more of what is
 # asked about: "at the time of the VOUCHER line" is also the second right after the line, where the squares asked
@@ -565,7 +569,7 @@ class LexicalReasoner(Reasoner):
         s = self.settings
         detailed = first is not None and (first.item.level in _DETAILED or first.exact)
         # ... and about what was asked: the evidence (or the span around it) names the question's subject.
-        on_topic = first is not None and first.context >= s.min_coverage and first.anchored
+        on_topic = first is not None and first.context >= max(s.min_coverage, CHOICE_COVERAGE) and first.anchored
         confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed and on_topic
         if first is None:
             reason = "no memory mentions any option; guessing"

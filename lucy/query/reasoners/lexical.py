@@ -75,9 +75,10 @@ NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully
 ECHO_WEIGHT = 0.5
 UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
 CONTEXT_WEIGHT = 0.25
-# A choice is confident only from a memory that holds this share of what the question names (as memory holds it at
-# best, see LexicalReasoner._context): "the purple squares when the scene turned orange" is not answered for sure
-# from purple squares on a green scene, however exactly it names their corner.
+# A choice is confident only from a memory that holds, with the memories enclosing it, this share of what the
+# question names (as memory holds it at best, see LexicalReasoner._context): "the purple squares when the scene
+# turned orange" is not answered for sure from purple squares on a green scene, however exactly it names their
+# corner; "the plate of the van at the harbor gate" is, from a close look at the van inside the span at the gate.
 CHOICE_COVERAGE = 0.8
 # What a memory inherits of the question words matched by a memory enclosing it (it is part of that moment), and by a
 # detailed memory (10 s or less) that ends as it begins, or begins as it ends, where this one holds more of what is
@@ -118,6 +119,7 @@ class _Scored:
     score: float
     exact: bool
     context: float
+    moment: float  # how much of the question the memory and those enclosing it hold (see CHOICE_COVERAGE)
     anchored: bool  # the option stands in a statement that names what the question names (see _anchors)
 
 
@@ -331,11 +333,12 @@ class LexicalReasoner(Reasoner):
             weights[t] = 0.5
         return weights
 
-    def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str], question: str) -> list[float]:
-        """How well each memory matches the question's own words, in [0, 1]; a memory inherits
-        :data:`ENCLOSING_SHARE` of what the memories enclosing it match (a fine caption inside the coarse span that
-        names the place) and :data:`ADJACENT_SHARE` of what a detailed memory right before or after it matches, where
-        it holds more of what is asked about than that one. A long word
+    def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str], question: str,
+                 shares: tuple[float, float] = (ENCLOSING_SHARE, ADJACENT_SHARE)) -> list[float]:
+        """How well each memory matches the question's own words, in [0, 1]; a memory inherits ``shares[0]`` of
+        what the memories enclosing it match (a fine caption inside the coarse span that names the place) and
+        ``shares[1]`` of what a detailed memory right before or after it matches, where it holds more of what is
+        asked about than that one. A long word
         read with an OCR slip ("VSITOR" for "VISITOR") counts as :meth:`_match` scores it; a count or colour the
         question gives of a thing counts fully only where it is said of that thing (:meth:`_modifiers`)."""
         qset = set(query)
@@ -377,10 +380,10 @@ class LexicalReasoner(Reasoner):
                     continue
                 if other.start <= item.start and item.end <= other.end and \
                         (other.end - other.start) > (item.end - item.start):
-                    share = ENCLOSING_SHARE
-                elif item.level in _DETAILED and other.level == item.level and asked[i] > asked[j] and \
+                    share = shares[0]
+                elif shares[1] and item.level in _DETAILED and other.level == item.level and asked[i] > asked[j] and \
                         (abs(other.end - item.start) < 1e-6 or abs(item.end - other.start) < 1e-6):
-                    share = ADJACENT_SHARE
+                    share = shares[1]
                 else:
                     continue
                 for t, found in own[j].items():
@@ -456,15 +459,17 @@ class LexicalReasoner(Reasoner):
         query = question_terms(question.text)
         context = self._context(memory, bm25, query, question.text)
         if question.options:
-            reply = self._choose(question, memory, bm25, context)
+            # What the moment of each memory holds: its own words and all those of the memories around it.
+            moment = self._context(memory, bm25, query, question.text, shares=(1.0, 0.0))
+            reply = self._choose(question, memory, bm25, context, moment)
         else:
             reply = self._quote(question, memory, bm25, context, query)
         if final:
             reply = reply.model_copy(update={"confident": False})
         return Reasoned(reply, self._usage(started))
 
-    def _choose(self, question: Question, memory: list[MemoryItem], bm25: BM25,
-                context: list[float]) -> AnswerReply:
+    def _choose(self, question: Question, memory: list[MemoryItem], bm25: BM25, context: list[float],
+                moment: list[float]) -> AnswerReply:
         option_terms = [set(terms(o)) for o in question.options]
         qset = set(question_terms(question.text))
         # The number of a name ("LANE 3") is no count the question gives: an option "3" does not echo it.
@@ -552,7 +557,7 @@ class LexicalReasoner(Reasoner):
                 support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
                 score = scores[k] = support * cap[k]
                 if score > 0 and (best is None or score > best.score):
-                    best = _Scored(item, score, exact, context[k], anchored)
+                    best = _Scored(item, score, exact, context[k], moment[k], anchored)
             if best is not None:
                 # The best single memory counts, and so does how consistently the relevant memories agree:
                 # a caption that straddles a cut may name a colour from just before the moment asked about.
@@ -569,7 +574,8 @@ class LexicalReasoner(Reasoner):
         s = self.settings
         detailed = first is not None and (first.item.level in _DETAILED or first.exact)
         # ... and about what was asked: the evidence (or the span around it) names the question's subject.
-        on_topic = first is not None and first.context >= max(s.min_coverage, CHOICE_COVERAGE) and first.anchored
+        on_topic = first is not None and first.context >= s.min_coverage and first.moment >= CHOICE_COVERAGE and \
+            first.anchored
         confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed and on_topic
         if first is None:
             reason = "no memory mentions any option; guessing"

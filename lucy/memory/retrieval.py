@@ -46,7 +46,7 @@ LEXICAL_WEIGHT = 0.5
 # memory apart counts for little. Centring (the anisotropy correction of sentence embeddings) removes it; the mean
 # is shrunk towards zero by this many pseudo-nodes, so a memory of a few nodes is barely moved. Paraphrase top-1 on
 # bench/retrieval.py's tune split: 93% plain, 97% centred (the same for any shrinkage from 0 to 128, and with 10 to
-# 300 distractors); on 30 further pairs written for tuning alone, 54 of 59 either way. A small gain, never a loss.
+# 300 distractors); on 30 further pairs written for tuning alone, 54 of 59 either way: a small gain for search.
 CENTRE_PRIOR = 32
 CANDIDATES = 100  # nodes each ranking contributes to the fusion
 EMBED_BATCH = 64  # texts per embedder call

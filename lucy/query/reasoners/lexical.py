@@ -338,9 +338,9 @@ class LexicalReasoner(Reasoner):
         """How well each memory matches the question's own words, in [0, 1]; a memory inherits ``shares[0]`` of
         what the memories enclosing it match (a fine caption inside the coarse span that names the place) and
         ``shares[1]`` of what a detailed memory right before or after it matches, where it holds more of what is
-        asked about than that one. A long word
-        read with an OCR slip ("VSITOR" for "VISITOR") counts as :meth:`_match` scores it; a count or colour the
-        question gives of a thing counts fully only where it is said of that thing (:meth:`_modifiers`)."""
+        asked about than that one. A long word read with an OCR slip ("VSITOR" for "VISITOR") counts as
+        :meth:`_match` scores it; a count or colour the question gives of a thing counts fully only where it is said
+        of that thing (:meth:`_modifiers`)."""
         qset = set(query)
         modifiers = self._modifiers(question)
         vocabulary = set(bm25.idf)

@@ -333,14 +333,15 @@ class LexicalReasoner(Reasoner):
             weights[t] = 0.5
         return weights
 
-    def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str], question: str,
-                 shares: tuple[float, float] = (ENCLOSING_SHARE, ADJACENT_SHARE)) -> list[float]:
-        """How well each memory matches the question's own words, in [0, 1]; a memory inherits ``shares[0]`` of
-        what the memories enclosing it match (a fine caption inside the coarse span that names the place) and
-        ``shares[1]`` of what a detailed memory right before or after it matches, where it holds more of what is
-        asked about than that one. A long word read with an OCR slip ("VSITOR" for "VISITOR") counts as
-        :meth:`_match` scores it; a count or colour the question gives of a thing counts fully only where it is said
-        of that thing (:meth:`_modifiers`)."""
+    def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str],
+                 question: str) -> tuple[list[float], list[float]]:
+        """How well each memory matches the question's own words, in [0, 1]; a memory inherits
+        :data:`ENCLOSING_SHARE` of what the memories enclosing it match (a fine caption inside the coarse span that
+        names the place) and :data:`ADJACENT_SHARE` of what a detailed memory right before or after it matches,
+        where it holds more of what is asked about than that one. A long word read with an OCR slip ("VSITOR" for
+        "VISITOR") counts as :meth:`_match` scores it; a count or colour the question gives of a thing counts fully
+        only where it is said of that thing (:meth:`_modifiers`). Returned with each memory's moment: the same
+        match with all that the memories enclosing it hold (see :data:`CHOICE_COVERAGE`)."""
         qset = set(query)
         modifiers = self._modifiers(question)
         vocabulary = set(bm25.idf)
@@ -372,26 +373,31 @@ class LexicalReasoner(Reasoner):
         own = [{t: found / best[t] for t, found in held.items()} for held in own]
         subject = set(question_terms(subject_of(question)))
         asked = [sum(found for t, found in held.items() if t in subject) for held in own]
-        out = []
+        out, moments = [], []
         for i, item in enumerate(memory):
             inherited: dict[str, float] = {}  # what the question names, held by a memory around this one or beside it
+            enclosed: dict[str, float] = {}  # ... and, whole, by those around it
             for j, other in enumerate(memory):
                 if j == i:
                     continue
-                if other.start <= item.start and item.end <= other.end and \
-                        (other.end - other.start) > (item.end - item.start):
-                    share = shares[0]
-                elif shares[1] and item.level in _DETAILED and other.level == item.level and asked[i] > asked[j] and \
+                around = other.start <= item.start and item.end <= other.end and \
+                    (other.end - other.start) > (item.end - item.start)
+                if around:
+                    share = ENCLOSING_SHARE
+                elif item.level in _DETAILED and other.level == item.level and asked[i] > asked[j] and \
                         (abs(other.end - item.start) < 1e-6 or abs(item.end - other.start) < 1e-6):
-                    share = shares[1]
+                    share = ADJACENT_SHARE
                 else:
                     continue
                 for t, found in own[j].items():
-                    inherited[t] = max(inherited.get(t, 0.0), share * max(0.0, found - own[i].get(t, 0.0)))
-            mass = sum(worth[t] * found for t, found in own[i].items()) + sum(
-                worth[t] * gain for t, gain in inherited.items())
-            out.append(min(1.0, mass / total))
-        return out
+                    gain = max(0.0, found - own[i].get(t, 0.0))
+                    inherited[t] = max(inherited.get(t, 0.0), share * gain)
+                    if around:
+                        enclosed[t] = max(enclosed.get(t, 0.0), gain)
+            mass = sum(worth[t] * found for t, found in own[i].items())
+            out.append(min(1.0, (mass + sum(worth[t] * gain for t, gain in inherited.items())) / total))
+            moments.append(min(1.0, (mass + sum(worth[t] * gain for t, gain in enclosed.items())) / total))
+        return out, moments
 
     @staticmethod
     def _modifiers(question: str) -> dict[str, tuple[str, frozenset[str]]]:
@@ -457,10 +463,8 @@ class LexicalReasoner(Reasoner):
         memory = list(memory)
         bm25 = BM25([m.text for m in memory])
         query = question_terms(question.text)
-        context = self._context(memory, bm25, query, question.text)
+        context, moment = self._context(memory, bm25, query, question.text)
         if question.options:
-            # What the moment of each memory holds: its own words and all those of the memories around it.
-            moment = self._context(memory, bm25, query, question.text, shares=(1.0, 0.0))
             reply = self._choose(question, memory, bm25, context, moment)
         else:
             reply = self._quote(question, memory, bm25, context, query)
@@ -631,7 +635,7 @@ class LexicalReasoner(Reasoner):
         query = question_terms(question.text)
         options = [t for o in question.options for t in terms(o)]
         scale = max(bm25.scores(query), default=0.0) or 1.0
-        context = self._context(items, bm25, query, question.text)
+        context, _ = self._context(items, bm25, query, question.text)
         words = [scale * a + 0.5 * b for a, b in zip(context, bm25.scores(options), strict=True)]
         return hybrid_scores(words, [m.similarity for m in items]), context
 

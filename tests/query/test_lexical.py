@@ -330,6 +330,24 @@ def test_the_number_of_a_name_in_the_question_is_no_count_an_option_echoes():
     assert answer(q, [moment]).answer == "3"
 
 
+def test_a_count_is_read_as_said_of_the_thing_asked_about():
+    """"How many yellow squares": the 2 of "2 yellow squares", not the 3 of the pink ones or of LANE 3, however
+    near the word yellow they stand (the camera's caption before the sign holds neither)."""
+    before = MemoryItem(1, "fine", 740, 750, 'Scenes:\n- 740.0-749.0 s: mostly black background\nOn-screen text:\n'
+                                            '- "CAM 5 YA" (bottom right, white letters on black)\nObjects: 1 white '
+                                            'square (bottom left then bottom centre then bottom right)')
+    moment = MemoryItem(2, "fine", 750, 760, (
+        "Scenes:\n- 751.0-756.0 s: mostly green background (colours: green 93%)\nOn-screen text:\n"
+        '- "CAM 5 YARD" (bottom right, white letters on green, seen 750.0-758.0 s)\n'
+        '- "LANE 3" (centre, yellow letters on green, seen 751.0-756.0 s)\n- "PALLET KT-2317" (centre)\n'
+        "Objects: 1 black rectangle (centre, 751.0-756.0 s); 3 pink squares (top right, 751.0-756.0 s); "
+        "2 yellow squares (bottom left, 751.0-756.0 s); 1 white rectangle (bottom left, 755.0 s)"))
+    for text in ("When the LANE 3 sign was up, how many yellow squares could be seen?",
+                 "What was the number of yellow squares at LANE 3?"):
+        reply = answer(Question(text, ("3", "4", "5", "2")), [before, moment])
+        assert reply.answer == "2" and reply.confident, (text, reply)
+
+
 def test_the_ground_letters_are_written_on_is_not_their_colour():
     """"orange letters on blue" on a blue scene: blue is said in every memory around the moment, but only ever of
     the ground; the place name is written in orange."""

@@ -48,7 +48,7 @@ _GLOBAL = re.compile(
     r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.IGNORECASE)
 # Where a question stops saying what it asks about and starts saying where or when ("... at DOCK 14", "... while
 # the screen said EXIT"): the words after it place the moment (see LexicalReasoner._weights).
-_CONTEXT = re.compile(r"\s(at|while|when|during|after|before|beside|behind|under|below|above|next to|near|"
+_CONTEXT = re.compile(r"\s(at|while|when|during|around|after|before|beside|behind|under|below|above|next to|near|"
                       r"together with|with)\s", re.IGNORECASE)
 # ... or a clause before the question proper, up to the comma before its question word ("When 4 squares were on
 # screen, what colour was the backdrop?", "Around the red squares, which ...").
@@ -70,6 +70,11 @@ _NAME_NUMBER = re.compile(r"\b[A-Z][A-Z-]*\s+(\d+)\b")  # "LANE 3", "CAM 5": a n
 _NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
 # "... at QUAY 6": a place named right after what is asked about, which says which of its kind it is.
 _AT_NAME = re.compile(r"\b[Aa]t\s+(?:the\s+)?([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
+# ... or the name a sign is given where the question places the moment ("when the ARCH 11 sign was up", "while the
+# sign read KIOSK 12"): the sign whose lettering "the place sign" or "the place name" asks about.
+_SIGNS = r"(sign|board|banner|notice|placard)"
+_SIGN_NAMED = re.compile(rf"\b([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\s+{_SIGNS}\b|\b{_SIGNS}\s+(?:read|reads|"
+                         rf"said|says|showed|shows|displayed|displays)\s+([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
 NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
 ECHO_WEIGHT = 0.5
@@ -252,7 +257,22 @@ class LexicalReasoner(Reasoner):
         named = " ".join(_NAMED.findall(subject) + _QUOTED.findall(subject))
         if not named and _WRITING.search(question.text) and (place := _AT_NAME.search(question.text)):
             named = place.group(1)  # "the place sign at QUAY 6", "At QUAY 6, ...": the one at that name
+        if not named and _WRITING.search(question.text) and (sign := _SIGN_NAMED.search(question.text)):
+            # "the lettering of the place sign when the ARCH 11 sign was up": of that sign, when what is asked
+            # about is a sign, or the name one reads (not "the status word": another line of the moment).
+            asked = set(terms(subject))
+            if {"name", *terms(sign.group(2) or sign.group(3))} & asked:
+                named = sign.group(1) or sign.group(4)
         return set(terms(named)) - {t for option in question.options for t in terms(option)}
+
+    @staticmethod
+    def _cues(question: Question, anchors: set[str]) -> set[str]:
+        """The words written as names by which the question places the moment, not what it asks about ("while a
+        VOUCHER number was displayed": voucher), less the anchors, the options' words and bare numbers."""
+        subject = subject_of(question.text)
+        named = set(terms(" ".join(_NAMED.findall(question.text)))) - set(terms(" ".join(_NAMED.findall(subject))))
+        options = {t for option in question.options for t in terms(option)}
+        return {t for t in named - anchors - options if not t.isdigit()}
 
     @staticmethod
     def _fixtures(memory: Sequence[MemoryItem], doc_terms: list[set[str]]) -> set[str]:
@@ -281,19 +301,22 @@ class LexicalReasoner(Reasoner):
         return asked | ({"letter"} if _WRITING.search(question.text) else set())
 
     @staticmethod
-    def _attached(facts: list[str], colour: str, asked: set[str], fixtures: set[str] = frozenset()) -> float:
+    def _attached(facts: list[str], colour: str, asked: set[str], fixtures: set[str] = frozenset(),
+                  cues: set[str] = frozenset()) -> float:
         """How a colour stands in a memory's statements, as English attaches it to the word right after it: 1
         where it is said of what the question asks about ("green letters" for the lettering);
         :data:`NEUTRAL_WEIGHT` where it is said of nothing in particular ("... in brown"); less where every mention
         is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red squares" when the lettering is asked about, "brown
-        93%" of the picture, "letters on brown" unless the background is asked about, or any colour of text made
-        only of ``fixtures``, on screen all the time, such as a camera's name)."""
+        93%" of the picture, "letters on brown" unless the background is asked about, any colour of text made
+        only of ``fixtures``, on screen all the time, such as a camera's name, or of text that holds ``cues``, the
+        names by which the question places the moment: "the place sign while a VOUCHER number was displayed" is
+        not the VOUCHER line)."""
         pattern = re.compile(rf"(\bon\s+)?(?<![a-z0-9-]){re.escape(colour)}(?![a-z0-9-])(?:\s+([a-z0-9%.]+))?",
                              re.IGNORECASE)
         best = 0.0
         for fact in facts:
-            quoted = _QUOTED.findall(fact)
-            if fixtures and quoted and all(set(terms(q)) <= fixtures for q in quoted):
+            quoted = [set(terms(q)) for q in _QUOTED.findall(fact)]
+            if quoted and (fixtures and all(q <= fixtures for q in quoted) or any(q & cues for q in quoted)):
                 if pattern.search(fact):
                     best = max(best, ELSEWHERE_WEIGHT)
                 continue
@@ -305,6 +328,37 @@ class LexicalReasoner(Reasoner):
                 # of the picture, the ground letters are written on: "white letters on blue").
                 elsewhere = following or (found.group(1) and "background" not in asked)
                 best = max(best, ELSEWHERE_WEIGHT if elsewhere else NEUTRAL_WEIGHT)
+        return best or 1.0
+
+    @staticmethod
+    def _counted_thing(question: Question) -> tuple[str, frozenset[str]] | None:
+        """The thing a question asks the count of, with the colours it gives of it: "how many yellow squares
+        could be seen?" -> ("square", {"yellow"}); None when it asks no count."""
+        words = [terms(token) for token in subject_of(question.text).split()]
+        for p, word in enumerate(words):
+            if word[-1:] in (["many"], ["number"], ["count"]):
+                given = []
+                for later in words[p + 1:]:
+                    if not later:  # "the number of ...": a stopword before the thing
+                        continue
+                    if not _is_modifier(later):
+                        return later[0], frozenset(given)
+                    given.append(later[0])
+        return None
+
+    @staticmethod
+    def _counted(lines: list[list[str]], number: str, thing: str, given: frozenset[str]) -> float:
+        """How a count stands in a memory's statements, as :meth:`_attached` for a colour: 1 where it is the
+        count of the thing asked about, with the colours the question gives of it ("2 yellow squares" for "how
+        many yellow squares"); :data:`ELSEWHERE_WEIGHT` where every mention counts something else ("3 pink
+        squares") or is no count at all ("LANE 3")."""
+        best = 0.0
+        for line in lines:
+            said = LexicalReasoner._said_with(line, number, thing)
+            if said is not None and given <= said:
+                return 1.0
+            if number in line:
+                best = ELSEWHERE_WEIGHT
         return best or 1.0
 
     @staticmethod
@@ -334,7 +388,7 @@ class LexicalReasoner(Reasoner):
         return weights
 
     def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str],
-                 question: str) -> tuple[list[float], list[float]]:
+                 asking: Question) -> tuple[list[float], list[float]]:
         """How well each memory matches the question's own words, in [0, 1]; a memory inherits
         :data:`ENCLOSING_SHARE` of what the memories enclosing it match (a fine caption inside the coarse span that
         names the place) and :data:`ADJACENT_SHARE` of what a detailed memory right before or after it matches,
@@ -342,6 +396,7 @@ class LexicalReasoner(Reasoner):
         "VISITOR") counts as :meth:`_match` scores it; a count or colour the question gives of a thing counts fully
         only where it is said of that thing (:meth:`_modifiers`). Returned with each memory's moment: the same
         match with all that the memories enclosing it hold (see :data:`CHOICE_COVERAGE`)."""
+        question = asking.text
         qset = set(query)
         modifiers = self._modifiers(question)
         vocabulary = set(bm25.idf)
@@ -372,7 +427,14 @@ class LexicalReasoner(Reasoner):
         total = sum(worth.values()) or 1.0
         own = [{t: found / best[t] for t, found in held.items()} for held in own]
         subject = set(question_terms(subject_of(question)))
-        asked = [sum(found for t, found in held.items() if t in subject) for held in own]
+        # What a memory holds of what is asked about: the question's words for it, and a name or code among the
+        # options ("which place was named around the teal squares": the memory with the sign, not the squares).
+        names = [phrase for phrase in map(normalise_phrase, asking.options)
+                 if len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))]
+        asked = [sum(found for t, found in held.items() if t in subject) +
+                 any(name in text or name.replace(" ", "") in text
+                     for text in (normalise_phrase(item.text),) for name in names)
+                 for item, held in zip(memory, own, strict=True)]
         out, moments = [], []
         for i, item in enumerate(memory):
             inherited: dict[str, float] = {}  # what the question names, held by a memory around this one or beside it
@@ -463,7 +525,7 @@ class LexicalReasoner(Reasoner):
         memory = list(memory)
         bm25 = BM25([m.text for m in memory])
         query = question_terms(question.text)
-        context, moment = self._context(memory, bm25, query, question.text)
+        context, moment = self._context(memory, bm25, query, question)
         if question.options:
             reply = self._choose(question, memory, bm25, context, moment)
         else:
@@ -486,11 +548,13 @@ class LexicalReasoner(Reasoner):
         if subject_mass > NEAR_FULL:
             weights = {t: w * NEAR_FULL / subject_mass for t, w in weights.items()}
         anchors = self._anchors(question)
+        cues = self._cues(question, anchors)
         asked = self._asked(question, anchors)
         facts = [_FACT.split(m.text) for m in memory]
         lines = [[terms(fact) for fact in item] for item in facts]
         doc_terms = [{t for line in item for t in line} for item in lines]
         fixtures = self._fixtures(memory, doc_terms)
+        counted = self._counted_thing(question)
         phrases = [normalise_phrase(m.text) for m in memory]
         specific = self._specificity(memory, context)
         # What each memory can contribute at most, and the memories about what is asked (the relevant set).
@@ -518,6 +582,8 @@ class LexicalReasoner(Reasoner):
             spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
                                     any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])
             colour = phrase if phrase in COLOUR_NAMES and asked else None
+            number = terms(option)
+            count = number[0] if counted and len(number) == 1 and number[0].isdigit() else None  # "three": "3"
             compact = "".join(phrase.split())
             short_words = len(option_terms[i]) > 1 and all(len(t) < 6 for t in option_terms[i]) and len(compact) >= 4
             best: _Scored | None = None
@@ -546,15 +612,17 @@ class LexicalReasoner(Reasoner):
                     if found:
                         support = found * (0.4 + 0.6 * self._near_phrase(lines[k], terms(where), weights))
                         said.update(terms(where))
+                if count is not None and support > 0:
+                    support *= self._counted(lines[k], count, *counted)
                 if colour is not None and support > 0:
-                    support *= self._attached(facts[k], colour, asked, fixtures)
+                    support *= self._attached(facts[k], colour, asked, fixtures, cues)
                 elif colour is not None:
                     # Named only with a neighbour's name that is no option ("red letters" when pink is one): names
                     # of colours blur at their borders, in a caption as in a small, blended picture.
                     for other in _NEIGHBOURS.get(colour, set()) - option_colours:
                         if other in doc_terms[k]:
                             reading = NEIGHBOUR_WEIGHT * (0.4 + 0.6 * self._near(lines[k], other, weights)) * \
-                                self._attached(facts[k], other, asked, fixtures)
+                                self._attached(facts[k], other, asked, fixtures, cues)
                             if reading > support:
                                 support, said = reading, {other}
                 anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
@@ -635,7 +703,7 @@ class LexicalReasoner(Reasoner):
         query = question_terms(question.text)
         options = [t for o in question.options for t in terms(o)]
         scale = max(bm25.scores(query), default=0.0) or 1.0
-        context, _ = self._context(items, bm25, query, question.text)
+        context, _ = self._context(items, bm25, query, question)
         words = [scale * a + 0.5 * b for a, b in zip(context, bm25.scores(options), strict=True)]
         return hybrid_scores(words, [m.similarity for m in items]), context
 

@@ -348,6 +348,43 @@ def test_a_count_is_read_as_said_of_the_thing_asked_about():
         assert reply.answer == "2" and reply.confident, (text, reply)
 
 
+def test_the_sign_the_question_places_the_moment_by_is_the_sign_whose_lettering_it_asks_about():
+    """"The lettering of the place sign when the ARCH 11 sign was up": the ARCH 11 sign's, not the white of the
+    code line under it."""
+    moment = MemoryItem(1, "ultra_fine", 38, 40, 'Scenes:\n- 38.0-39.5 s: mostly pink background\nOn-screen text:\n'
+                                                 '- "ARCH 11" (centre, orange letters)\n'
+                                                 '- "LOT PL-7286" (centre, white letters on black)\n'
+                                                 'Objects: 1 black rectangle (centre); 2 yellow squares (bottom right)')
+    q = Question("What colour was the lettering of the place sign when the ARCH 11 sign was up?",
+                 ("red", "white", "brown", "orange"))
+    assert answer(q, [moment]).answer == "orange"
+
+
+def test_the_text_a_question_names_only_to_place_the_moment_is_not_what_it_asks_about():
+    """"The place name while a TAG number was displayed": written on another line than the TAG number's."""
+    moment = MemoryItem(1, "ultra_fine", 1628, 1630, 'On-screen text:\n'
+                                                     '- "TAG WV-7720" (centre, white letters on black)\n'
+                                                     '- "RAMP 4" (centre, orange letters on blue)')
+    q = Question("While a TAG number was displayed, in what colour was the place name written?",
+                 ("white", "green", "orange", "gray"))
+    assert answer(q, [moment]).answer == "orange"
+
+
+def test_the_sign_shown_right_before_the_squares_is_the_place_named_around_them():
+    """The sign went as the squares came up: "which place was named around the 5 teal squares" is answered by
+    the sign (read run together) in the memory right before the squares', not by a guess (a close look at the
+    moment is still what makes it sure)."""
+    sign = MemoryItem(1, "fine", 460, 470, 'Scenes:\n- mostly gray background\nOn-screen text:\n- "LANE3" (centre, '
+                                           'pink letters on gray)\n- "TAG CT-5586" (centre)\nObjects: 1 white square')
+    squares = MemoryItem(2, "fine", 470, 480, 'Scenes:\n- mostly gray background\nObjects: 5 teal squares (top '
+                                              'right); 1 white square (bottom left)')
+    later = MemoryItem(3, "fine", 520, 530, 'On-screen text:\n- "RAMP 4" (centre, white letters on brown)\n'
+                                            'Objects: 1 white square (bottom left)')
+    q = Question("Which place was named around the 5 teal squares?", ("LANE 3", "RAMP 4", "ARCH 11", "QUAY 6"))
+    reply = answer(q, [sign, squares, later])
+    assert reply.answer == "LANE 3" and reply.evidence, reply
+
+
 def test_the_ground_letters_are_written_on_is_not_their_colour():
     """"orange letters on blue" on a blue scene: blue is said in every memory around the moment, but only ever of
     the ground; the place name is written in orange."""

@@ -412,3 +412,19 @@ def test_an_answer_from_a_moment_that_lacks_part_of_the_question_is_not_sure():
                  ("bottom left", "top right", "top left", "bottom right"))
     reply = answer(q, [green, orange])
     assert not reply.confident and "not about what was asked" in reply.reason
+
+
+def test_what_is_asked_is_read_at_the_time_the_question_gives():
+    """"The background while a sign said CLOSING": the sign was read at 3249 s, when the picture was orange; the
+    rest of the caption's ten seconds was brown, behind the camera's name and its white square."""
+    scenes = ("Scenes:\n- {a}-3248.0 s: mostly brown background (colours: brown 99%)\n- scene change at about 3249.0 s\n"
+              "- 3249.0{b} s: mostly orange background (colours: orange 91%)\nOn-screen text:\n- \"CAM 5 YARD\" (bottom "
+              "right, white letters on brown, seen {a}-3248.0 s)\n- \"ZONE8\" (centre, green letters on orange, seen "
+              "3249.0{b} s)\n- \"BIKE ZK-1676\" (centre, white letters on black, seen 3249.0{b} s)\n- \"CLOSING\" "
+              "(bottom centre, white letters on black, seen 3249.0{b} s)\nObjects: 1 white square (bottom left, "
+              "{a}-3249.0 s); 3 teal squares (top left, 3249.0{b} s)")
+    memory = [MemoryItem(1, "fine", 3240, 3250, scenes.format(a="3240.0", b="")),
+              MemoryItem(2, "ultra_fine", 3248, 3250, scenes.format(a="3248.0", b="-3249.5"))]
+    q = Question("What colour was the background while a sign said CLOSING?", ("red", "purple", "orange", "brown"))
+    reply = answer(q, memory)
+    assert reply.answer == "orange" and reply.confident, reply

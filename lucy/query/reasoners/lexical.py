@@ -76,6 +76,7 @@ _SIGNS = r"(sign|board|banner|notice|placard)"
 _SIGN_NAMED = re.compile(rf"\b([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\s+{_SIGNS}\b|\b{_SIGNS}\s+(?:read|reads|"
                          rf"said|says|showed|shows|displayed|displays)\s+([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
+_TIMES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*-\s*(\d+(?:\.\d+)?))?\s*s\b")  # "seen 120.0-124.0 s", "754.0 s"
 NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
 ECHO_WEIGHT = 0.5
 UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
@@ -273,6 +274,34 @@ class LexicalReasoner(Reasoner):
         named = set(terms(" ".join(_NAMED.findall(question.text)))) - set(terms(" ".join(_NAMED.findall(subject))))
         options = {t for option in question.options for t in terms(option)}
         return {t for t in named - anchors - options if not t.isdigit()}
+
+    @staticmethod
+    def _span(fact: str) -> tuple[float, float] | None:
+        """The times a caption's statement gives for what it says ("seen 120.0-124.0 s", "(top right, 754.0 s)"),
+        from the first to the last; None when it gives none."""
+        found = [(float(m[1]), float(m[2] or m[1])) for m in _TIMES.finditer(fact)]
+        return (min(a for a, _ in found), max(b for _, b in found)) if found else None
+
+    def _timed(self, question: Question, facts: list[list[str]], lines: list[list[list[str]]],
+               option_terms: list[set[str]], cues: set[str]) -> list[set[int]]:
+        """Per memory, the options it says at the time of what the question places the moment by, where it times
+        both: "while a sign said CLOSING", read at 109 s in a caption whose scenes were brown 100-108 s and orange
+        at 109 s, is the orange. What places the moment is a name the question gives outside what it asks about
+        (``cues``), or a count or colour it gives of a thing there ("when 4 yellow squares appeared")."""
+        subject = subject_of(question.text)
+        placing = self._modifiers(question.text.replace(subject, " ") if subject else question.text)
+        out: list[set[int]] = []
+        for item_facts, item_lines in zip(facts, lines, strict=True):
+            spans = [self._span(fact) for fact in item_facts]
+            moments = [span for span, line in zip(spans, item_lines, strict=True) if span is not None and (
+                cues & set(line) or any((run := self._said_with(line, t, thing)) is not None and group <= run
+                                        for t, (thing, group) in placing.items()))]
+            said: set[int] = set()
+            for span, line in zip(spans, item_lines, strict=True):
+                if span is not None and any(span[0] <= b and a <= span[1] for a, b in moments):
+                    said.update(i for i, words in enumerate(option_terms) if words and words <= set(line))
+            out.append(said)
+        return out
 
     @staticmethod
     def _fixtures(memory: Sequence[MemoryItem], doc_terms: list[set[str]]) -> set[str]:
@@ -562,6 +591,7 @@ class LexicalReasoner(Reasoner):
         top_cap = max(cap, default=0.0)
         relevant = [k for k in range(len(memory)) if top_cap > 0 and cap[k] >= 0.5 * top_cap]
         relevant_mass = sum(cap[k] for k in relevant) or 1.0
+        timed = self._timed(question, facts, lines, option_terms, cues)
         best_per_option: list[_Scored | None] = []
         option_colours = {normalise_phrase(o) for o in question.options} & COLOUR_NAMES
         for i, option in enumerate(question.options):
@@ -625,6 +655,8 @@ class LexicalReasoner(Reasoner):
                                 self._attached(facts[k], other, asked, fixtures, cues)
                             if reading > support:
                                 support, said = reading, {other}
+                if timed[k] and i not in timed[k]:  # said at another time than the moment the question gives
+                    support *= ELSEWHERE_WEIGHT
                 anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
                 support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
                 score = scores[k] = support * cap[k]

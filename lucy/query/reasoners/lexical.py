@@ -417,7 +417,7 @@ class LexicalReasoner(Reasoner):
         return weights
 
     def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str],
-                 asking: Question) -> tuple[list[float], list[float]]:
+                 question: Question) -> tuple[list[float], list[float]]:
         """How well each memory matches the question's own words, in [0, 1]; a memory inherits
         :data:`ENCLOSING_SHARE` of what the memories enclosing it match (a fine caption inside the coarse span that
         names the place) and :data:`ADJACENT_SHARE` of what a detailed memory right before or after it matches,
@@ -425,9 +425,8 @@ class LexicalReasoner(Reasoner):
         "VISITOR") counts as :meth:`_match` scores it; a count or colour the question gives of a thing counts fully
         only where it is said of that thing (:meth:`_modifiers`). Returned with each memory's moment: the same
         match with all that the memories enclosing it hold (see :data:`CHOICE_COVERAGE`)."""
-        question = asking.text
         qset = set(query)
-        modifiers = self._modifiers(question)
+        modifiers = self._modifiers(question.text)
         vocabulary = set(bm25.idf)
         # Each question word as memory writes it: exactly, or its near misses (scored once over the vocabulary).
         near = {t: {d: found for d in vocabulary - {t} if (found := self._match(t, {d})[0]) > 0} for t in qset}
@@ -455,15 +454,15 @@ class LexicalReasoner(Reasoner):
                  for t in qset if best.get(t)}
         total = sum(worth.values()) or 1.0
         own = [{t: found / best[t] for t, found in held.items()} for held in own]
-        subject = set(question_terms(subject_of(question)))
+        subject = set(question_terms(subject_of(question.text)))
         # What a memory holds of what is asked about: the question's words for it, and a name or code among the
         # options ("which place was named around the teal squares": the memory with the sign, not the squares).
-        names = [phrase for phrase in map(normalise_phrase, asking.options)
+        names = [phrase for phrase in map(normalise_phrase, question.options)
                  if len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))]
+        texts = [normalise_phrase(item.text) for item in memory]
         asked = [sum(found for t, found in held.items() if t in subject) +
-                 any(name in text or name.replace(" ", "") in text
-                     for text in (normalise_phrase(item.text),) for name in names)
-                 for item, held in zip(memory, own, strict=True)]
+                 any(name in text or name.replace(" ", "") in text for name in names)
+                 for text, held in zip(texts, own, strict=True)]
         out, moments = [], []
         for i, item in enumerate(memory):
             inherited: dict[str, float] = {}  # what the question names, held by a memory around this one or beside it

@@ -428,3 +428,16 @@ def test_what_is_asked_is_read_at_the_time_the_question_gives():
     q = Question("What colour was the background while a sign said CLOSING?", ("red", "purple", "orange", "brown"))
     reply = answer(q, memory)
     assert reply.answer == "orange" and reply.confident, reply
+
+
+def test_what_else_was_on_screen_as_the_moment_was_placed_is_not_what_is_asked_about():
+    """The squares came up as the LOT sign went: the white square on screen with the sign says nothing of the
+    corner of the teal squares, read right after it in the same caption."""
+    memory = [MemoryItem(1, "fine", 525, 535, "Scenes:\n- 525.0-534.0 s: mostly brown background (colours: brown 98%)\n"
+                                              "On-screen text:\n- \"WEST YARD\" (centre, pink letters on brown, seen "
+                                              "527.0-529.0 s)\n- \"LOT OTTER\" (centre, seen 527.0-529.0 s)\nObjects: 1 "
+                                              "white square (bottom right, 525.0-529.0 s); 5 teal squares (top right, "
+                                              "530.0-533.0 s)")]
+    q = Question("In which corner were the teal squares when the LOT code was on screen?",
+                 ("bottom left", "top left", "bottom right", "top right"))
+    assert answer(q, memory).answer == "top right"

@@ -283,22 +283,32 @@ class LexicalReasoner(Reasoner):
         return (min(a for a, _ in found), max(b for _, b in found)) if found else None
 
     def _timed(self, question: Question, facts: list[list[str]], lines: list[list[list[str]]],
-               option_terms: list[set[str]], cues: set[str]) -> list[set[int]]:
-        """Per memory, the options it says at the time of what the question places the moment by, where it times
-        both: "while a sign said CLOSING", read at 109 s in a caption whose scenes were brown 100-108 s and orange
-        at 109 s, is the orange. What places the moment is a name the question gives outside what it asks about
-        (``cues``), or a count or colour it gives of a thing there ("when 4 yellow squares appeared")."""
+               option_terms: list[set[str]], cues: set[str], asked: set[str]) -> list[set[int]]:
+        """Per memory, the options it says of what is asked about at the time of what the question places the
+        moment by, where it times both: "while a sign said CLOSING", read at 109 s in a caption whose scenes were
+        brown 100-108 s and orange at 109 s, is the orange. What places the moment is a name the question gives
+        outside what it asks about (``cues``), or a count or colour it gives of a thing there ("when 4 yellow
+        squares appeared"); what is asked about is the thing with the counts and colours the question gives of it
+        ("the teal squares": not the white square that was on screen as the code was), or else the ``asked``
+        words (the background, the lettering)."""
         subject = subject_of(question.text)
         placing = self._modifiers(question.text.replace(subject, " ") if subject else question.text)
+        things = self._modifiers(subject)
+
+        def says(line: list[str], modifiers: dict[str, tuple[str, frozenset[str]]]) -> bool:
+            return any((run := self._said_with(line, t, thing)) is not None and group <= run
+                       for t, (thing, group) in modifiers.items())
+
         out: list[set[int]] = []
         for item_facts, item_lines in zip(facts, lines, strict=True):
             spans = [self._span(fact) for fact in item_facts]
-            moments = [span for span, line in zip(spans, item_lines, strict=True) if span is not None and (
-                cues & set(line) or any((run := self._said_with(line, t, thing)) is not None and group <= run
-                                        for t, (thing, group) in placing.items()))]
+            moments = [span for span, line in zip(spans, item_lines, strict=True)
+                       if span is not None and (cues & set(line) or says(line, placing))]
             said: set[int] = set()
             for span, line in zip(spans, item_lines, strict=True):
-                if span is not None and any(span[0] <= b and a <= span[1] for a, b in moments):
+                if span is None or not any(span[0] <= b and a <= span[1] for a, b in moments):
+                    continue
+                if says(line, things) if things else (not asked or asked & set(line)):
                     said.update(i for i, words in enumerate(option_terms) if words and words <= set(line))
             out.append(said)
         return out
@@ -590,7 +600,7 @@ class LexicalReasoner(Reasoner):
         top_cap = max(cap, default=0.0)
         relevant = [k for k in range(len(memory)) if top_cap > 0 and cap[k] >= 0.5 * top_cap]
         relevant_mass = sum(cap[k] for k in relevant) or 1.0
-        timed = self._timed(question, facts, lines, option_terms, cues)
+        timed = self._timed(question, facts, lines, option_terms, cues, asked)
         best_per_option: list[_Scored | None] = []
         option_colours = {normalise_phrase(o) for o in question.options} & COLOUR_NAMES
         for i, option in enumerate(question.options):

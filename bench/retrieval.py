@@ -209,7 +209,7 @@ def paraphrases(embedder: LocalEmbedder, haystack: int, seed: int) -> bool:
         best = {}
         for name, rank in methods.items():
             scores = {split: top_k(rank, queries) for split, queries in splits.items()}
-            print(f"    {name:<16} " + " ".join(f"{scores[s][k]:>10.0%}" for s in splits for k in (0, 1)))
+            print(f"    {name:<16} " + " ".join(f"{scores[s][k]:>10.1%}" for s in splits for k in (0, 1)))
             best[name] = scores
         changed = sum(cosine_rank(q, matrix)[:1] != cosine_rank(q, half)[:1] for _, q in PAIRS)
         print(f"    float16 storage: {changed} of {len(PAIRS)} top-1 results would change "

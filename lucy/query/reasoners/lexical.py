@@ -158,6 +158,12 @@ def subject_of(question: str) -> str:
     return subject
 
 
+def _distinctive(phrase: str) -> bool:
+    """Whether an option (normalised) is a name or a code that is evidence wherever it is found verbatim: several
+    words ("SOUTH ENTRANCE", "top left") or one with digits ("Q7-552"), four characters or more."""
+    return len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))
+
+
 def _is_modifier(word: list[str]) -> bool:
     """Whether a word (its terms) is a count or a colour: "3", "three", "green"."""
     return len(word) == 1 and ((word[0].isdigit() and len(word[0]) <= 3) or word[0] in _COLOUR_TERMS)
@@ -302,14 +308,15 @@ class LexicalReasoner(Reasoner):
         out: list[set[int]] = []
         for item_facts, item_lines in zip(facts, lines, strict=True):
             spans = [self._span(fact) for fact in item_facts]
-            moments = [span for span, line in zip(spans, item_lines, strict=True)
-                       if span is not None and (cues & set(line) or says(line, placing))]
+            words = [set(line) for line in item_lines]
+            moments = [span for span, line, held in zip(spans, item_lines, words, strict=True)
+                       if span is not None and (cues & held or says(line, placing))]
             said: set[int] = set()
-            for span, line in zip(spans, item_lines, strict=True):
+            for span, line, held in zip(spans, item_lines, words, strict=True):
                 if span is None or not any(span[0] <= b and a <= span[1] for a, b in moments):
                     continue
-                if says(line, things) if things else (not asked or asked & set(line)):
-                    said.update(i for i, words in enumerate(option_terms) if words and words <= set(line))
+                if says(line, things) if things else (not asked or asked & held):
+                    said.update(i for i, option in enumerate(option_terms) if option and option <= held)
             out.append(said)
         return out
 
@@ -467,8 +474,7 @@ class LexicalReasoner(Reasoner):
         subject = set(question_terms(subject_of(question.text)))
         # What a memory holds of what is asked about: the question's words for it, and a name or code among the
         # options ("which place was named around the teal squares": the memory with the sign, not the squares).
-        names = [phrase for phrase in map(normalise_phrase, question.options)
-                 if len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))]
+        names = [phrase for phrase in map(normalise_phrase, question.options) if _distinctive(phrase)]
         texts = [normalise_phrase(item.text) for item in memory]
         asked = [sum(found for t, found in held.items() if t in subject) +
                  any(name in text or name.replace(" ", "") in text for name in names)
@@ -616,7 +622,7 @@ class LexicalReasoner(Reasoner):
             phrase = normalise_phrase(option)
             # A code or a multi-word option found verbatim is strong evidence wherever it is.
             coded = any(c.isdigit() for c in phrase)
-            distinctive_phrase = len(phrase) >= 4 and (" " in phrase or coded)
+            distinctive_phrase = _distinctive(phrase)
             # A code said aloud is written either way ("B 12" on a sign, "B12" in a transcript, or the reverse).
             spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
                                     any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])

@@ -5,7 +5,8 @@ signs, colours, vehicles, "Speech heard ..." lines) among ``--haystack`` generat
 that top-1 means something. Each query names its target caption without one content word in common (checked with
 :func:`lucy.query.text.terms`, the reasoner's own normalisation). The pairs are split in two: ``tune`` (what any
 choice here was looked at against) and ``test`` (never used to choose anything); both are reported. Printed: top-1
-and top-3 of full-text only, vector only and hybrid; and whether storing vectors as float16 would change a top-1.
+and top-3 of full-text only, vector only and hybrid; vector only by each of the local embedder's two models alone
+(for comparison; the embedder uses both); and whether storing vectors as float16 would change a top-1.
 
 (b) Latency. A synthetic 24-hour memory (1,440 coarse, 8,640 fine, ~1,000 ultra_fine nodes of caption-like text)
 in a temporary SQLite store: embedding it all once (nodes/s), then p50/p95 of 200 searches, full-text only (the
@@ -166,7 +167,7 @@ def top_k(rank: Callable[[str], list[int]], queries: list[tuple[int, str]]) -> t
     return hits1 / len(queries), hits3 / len(queries)
 
 
-def paraphrases(embedder: LocalEmbedder, haystack: int, seed: int) -> bool:
+def paraphrases(embedder: LocalEmbedder, alone: list[LocalEmbedder], haystack: int, seed: int) -> bool:
     check_pairs()
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="lucy-retrieval-") as tmp:
@@ -190,16 +191,20 @@ def paraphrases(embedder: LocalEmbedder, haystack: int, seed: int) -> bool:
         def cosine_rank(query: str, m: np.ndarray) -> list[int]:  # plain cosine: for the storage check alone
             return [int(i) for i in ids[np.argsort(-(m @ embedder.embed_query(query)))[:3]]]
 
-        def vector_rank(query: str) -> list[int]:  # as the reasoner ranks: similarity from the stream's centre
-            scores = hybrid.similarities(query, all_nodes)
-            assert scores is not None
-            return [int(i) for i in ids[np.argsort(-scores)[:3]]]
+        def vector_rank(index: MemoryIndex) -> Callable[[str], list[int]]:
+            def rank(query: str) -> list[int]:  # as the reasoner ranks: similarity from the stream's centre
+                scores = index.similarities(query, all_nodes)
+                assert scores is not None
+                return [int(i) for i in ids[np.argsort(-scores)[:3]]]
+            return rank
 
         methods: dict[str, Callable[[str], list[int]]] = {
             "full-text only": lambda q: [h.node.id for h in words.search("bench", q, limit=3)],
-            "vector only": vector_rank,
+            "vector only": vector_rank(hybrid),
             "hybrid": lambda q: [h.node.id for h in hybrid.search("bench", q, limit=3)],
         }
+        for model in alone:  # vector only, by each of the local embedder's models alone (for comparison)
+            methods[f"  {model.settings.models[0]} alone"] = vector_rank(MemoryIndex(store, model))
         splits = {"tune": [(target_ids[i], PAIRS[i][1]) for i in range(0, len(PAIRS), 2)],
                   "test": [(target_ids[i], PAIRS[i][1]) for i in range(1, len(PAIRS), 2)]}
         print(f"(a) paraphrase retrieval: {len(PAIRS)} queries ({len(splits['tune'])} tune, {len(splits['test'])} "
@@ -308,7 +313,12 @@ def main() -> int:
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
     embedder = LocalEmbedder(LocalEmbedderSettings(threads=args.threads))
-    ok = paraphrases(embedder, args.haystack, args.seed)
+    models = embedder.settings.models
+    alone = [LocalEmbedder(LocalEmbedderSettings(models=[m], threads=args.threads)) for m in models] \
+        if len(models) > 1 else []
+    ok = paraphrases(embedder, alone, args.haystack, args.seed)
+    for model in alone:
+        model.close()
     if not args.skip_latency:
         ok = latency(embedder, args.queries, args.ultra_fine, args.embed_sample, args.seed) and ok
     embedder.close()

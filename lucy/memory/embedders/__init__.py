@@ -2,7 +2,8 @@
 
 :func:`make_embedder` is called by :mod:`lucy.backends` alone. Backends are imported only when chosen. Semantic
 search is an improvement, never a requirement: where the default local embedder cannot run on this machine, one
-warning says so and memory is searched by its words, as with backend ``none``.
+warning says so and memory is searched by its words, as with backend ``none`` (where only one of its two models
+cannot, the other serves alone, also with one warning).
 """
 
 from __future__ import annotations
@@ -30,14 +31,21 @@ def make_embedder(settings: LucySettings, *, cpuinfo: Path = CPUINFO) -> Embedde
         from lucy.memory.embedders.local import LocalEmbedder
 
         try:
-            return LocalEmbedder(e.local, cpuinfo=cpuinfo)
+            local = LocalEmbedder(e.local, cpuinfo=cpuinfo)
         except EmbedderUnavailable as err:
-            if str(err) not in _told:
-                _told.add(str(err))
-                log.warning("semantic search is off: %s; memory is searched by words only", err)
+            _tell(f"semantic search is off: {err}; memory is searched by words only")
             return None
+        for reason in local.missing:
+            _tell(f"{reason}; memory is searched by meaning with {local.model} only")
+        return local
     if e.backend == "openai":
         from lucy.memory.embedders.openai import OpenAIEmbedder
 
         return OpenAIEmbedder(e.openai)
     raise ValueError(f"unknown embedder backend {e.backend!r}")  # config validation makes this unreachable
+
+
+def _tell(notice: str) -> None:
+    if notice not in _told:
+        _told.add(notice)
+        log.warning("%s", notice)

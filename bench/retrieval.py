@@ -5,11 +5,12 @@ signs, colours, vehicles, "Speech heard ..." lines) among ``--haystack`` generat
 that top-1 means something. Each query names its target caption without one content word in common (checked with
 :func:`lucy.query.text.terms`, the reasoner's own normalisation). The pairs are split in two: ``tune`` (what any
 choice here was looked at against) and ``test`` (never used to choose anything); both are reported. Printed: top-1
-and top-3 of full-text only, vector only and hybrid; vector only by each of the local embedder's two models alone
-(for comparison; the embedder uses both); and whether storing vectors as float16 would change a top-1.
+and top-3 of full-text only, vector only and hybrid; vector only by the local embedder's other choices of models
+(``embedder.local.models``: e5, minilm, both), for comparison; and whether storing vectors as float16 would change
+a top-1.
 
 (a2) For tuning only. 29 queries tell two methods apart by a query or two, so choices (such as the weights of the
-local embedder's two models) are also looked at on the tune split plus 100 more pairs written in the same style,
+local embedder's two models when both are used) are also looked at on the tune split plus 100 more pairs written in the same style,
 among every pair's captions and 400 distractors. The test split's queries are not asked there.
 
 (b) Latency. A synthetic 24-hour memory (1,440 coarse, 8,640 fine, ~1,000 ultra_fine nodes of caption-like text)
@@ -283,7 +284,7 @@ def top_k(rank: Callable[[str], list[int]], queries: list[tuple[int, str]]) -> t
     return hits1 / len(queries), hits3 / len(queries)
 
 
-def ranked(embedder: LocalEmbedder, alone: list[LocalEmbedder], splits: dict[str, list[tuple[str, str]]],
+def ranked(embedder: LocalEmbedder, others: list[LocalEmbedder], splits: dict[str, list[tuple[str, str]]],
            captions: list[str], haystack: int, seed: int) -> dict[str, dict[str, tuple[float, float]]]:
     """Top-1 and top-3 of each method on each split's (caption, query) pairs, with ``captions`` (every split's
     targets, and any others) among ``haystack`` generated distractors in one stream; printed as a table."""
@@ -320,8 +321,8 @@ def ranked(embedder: LocalEmbedder, alone: list[LocalEmbedder], splits: dict[str
             "vector only": vector_rank(hybrid),
             "hybrid": lambda q: [h.node.id for h in hybrid.search("bench", q, limit=3)],
         }
-        for model in alone:  # vector only, by each of the local embedder's models alone (for comparison)
-            methods[f"  {model.settings.models[0]} alone"] = vector_rank(MemoryIndex(store, model))
+        for other in others:  # vector only, by the local embedder's other choices of models (for comparison)
+            methods[f"  {'+'.join(other.settings.models)}"] = vector_rank(MemoryIndex(store, other))
         queries = {name: [(stored[c], q) for c, q in pairs] for name, pairs in splits.items()}
         print(f"    {'method':<16} " + " ".join(f"{f'{name} top-{k}':>11}" for name in splits for k in (1, 3)))
         table = {}
@@ -336,20 +337,20 @@ def ranked(embedder: LocalEmbedder, alone: list[LocalEmbedder], splits: dict[str
     return table
 
 
-def paraphrases(embedder: LocalEmbedder, alone: list[LocalEmbedder], haystack: int, seed: int) -> bool:
+def paraphrases(embedder: LocalEmbedder, others: list[LocalEmbedder], haystack: int, seed: int) -> bool:
     """(a): the target is met where hybrid or vector-only top-1 is >= 90% on both splits."""
     check_pairs(PAIRS)
     splits = {"tune": PAIRS[0::2], "test": PAIRS[1::2]}
     print(f"(a) paraphrase retrieval: {len(PAIRS)} queries ({len(splits['tune'])} tune, {len(splits['test'])} "
           f"test) among {len(PAIRS) + haystack} captions ({haystack} generated distractors); local embedder "
           f"{embedder.model}")
-    table = ranked(embedder, alone, splits, [c for c, _ in PAIRS], haystack, seed)
+    table = ranked(embedder, others, splits, [c for c, _ in PAIRS], haystack, seed)
     ok = all(max(table["hybrid"][s][0], table["vector only"][s][0]) >= TOP1_TARGET for s in splits)
     print(f"    target: hybrid-or-vector top-1 >= {TOP1_TARGET:.0%} on tune and test: {'PASS' if ok else 'FAIL'}")
     return ok
 
 
-def more_tuning(embedder: LocalEmbedder, alone: list[LocalEmbedder], haystack: int, seed: int) -> None:
+def more_tuning(embedder: LocalEmbedder, others: list[LocalEmbedder], haystack: int, seed: int) -> None:
     """(a2), for tuning only: the tune split and :data:`MORE_TUNE` among every pair's captions (the test split's
     too: more near misses) and more distractors. 29 queries tell two methods apart by a query or two; 129 by more.
     No target: the test split's queries are not asked."""
@@ -358,7 +359,7 @@ def more_tuning(embedder: LocalEmbedder, alone: list[LocalEmbedder], haystack: i
     captions = [c for c, _ in PAIRS + MORE_TUNE]
     print(f"(a2) tuning only: {len(splits['tune+'])} queries (the tune split and {len(MORE_TUNE)} more) among "
           f"{len(captions) + haystack} captions ({haystack} generated distractors)")
-    ranked(embedder, alone, splits, captions, haystack, seed)
+    ranked(embedder, others, splits, captions, haystack, seed)
 
 
 _FINE = ["{who} {doing} {thing}.", "Close-up: {who} {doing} {thing}; a sign reads '{sign}'.",
@@ -440,6 +441,8 @@ def latency(embedder: LocalEmbedder, queries: int, ultra_fine: int, embed_sample
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1, help="local embedder threads (embedder.local.threads)")
+    parser.add_argument("--models", nargs="+", choices=["e5", "minilm"],
+                        help="local embedder models (embedder.local.models; default: its default, e5)")
     parser.add_argument("--haystack", type=int, default=300, help="generated distractor captions in (a)")
     parser.add_argument("--queries", type=int, default=200, help="timed searches in (b)")
     parser.add_argument("--ultra-fine", type=int, default=1000, help="ultra_fine nodes in the 24-hour memory")
@@ -450,15 +453,15 @@ def main() -> int:
     parser.add_argument("--skip-more-tuning", action="store_true", help="skip (a2)")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
-    embedder = LocalEmbedder(LocalEmbedderSettings(threads=args.threads))
-    models = embedder.settings.models
-    alone = [LocalEmbedder(LocalEmbedderSettings(models=[m], threads=args.threads)) for m in models] \
-        if len(models) > 1 else []
-    ok = paraphrases(embedder, alone, args.haystack, args.seed)
+    settings = LocalEmbedderSettings(threads=args.threads, **({"models": args.models} if args.models else {}))
+    embedder = LocalEmbedder(settings)
+    others = [LocalEmbedder(LocalEmbedderSettings(models=models, threads=args.threads))
+              for models in (["e5"], ["minilm"], ["e5", "minilm"]) if models != settings.models]
+    ok = paraphrases(embedder, others, args.haystack, args.seed)
     if not args.skip_more_tuning:
-        more_tuning(embedder, alone, args.more_haystack, args.seed)
-    for model in alone:
-        model.close()
+        more_tuning(embedder, others, args.more_haystack, args.seed)
+    for other in others:
+        other.close()
     if not args.skip_latency:
         ok = latency(embedder, args.queries, args.ultra_fine, args.embed_sample, args.seed) and ok
     embedder.close()

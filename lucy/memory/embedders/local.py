@@ -159,14 +159,17 @@ class LocalEmbedder(Embedder):
         self.settings = settings
         self.missing: list[str] = []  # why a chosen model is not used (it cannot run here)
         self._models: list[_E5 | _MiniLM] = []
-        fallback = [] if "minilm" in settings.models else ["minilm"]  # it runs on any CPU
-        for name in [*settings.models, *fallback]:
-            if self._models and name in fallback:
-                break
-            try:
-                self._models.append(_MODELS[name](settings, cpuinfo))
-            except EmbedderUnavailable as err:
-                self.missing.append(str(err))
+
+        def load(names: list[str]) -> None:
+            for name in names:
+                try:
+                    self._models.append(_MODELS[name](settings, cpuinfo))
+                except EmbedderUnavailable as err:
+                    self.missing.append(str(err))
+
+        load(settings.models)
+        if not self._models and "minilm" not in settings.models:
+            load(["minilm"])  # it runs on any CPU, so it serves instead
         if not self._models:
             raise EmbedderUnavailable("; ".join(self.missing))
         self.dim = DIM * len(self._models)

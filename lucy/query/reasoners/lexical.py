@@ -624,8 +624,8 @@ class LexicalReasoner(Reasoner):
             coded = any(c.isdigit() for c in phrase)
             distinctive_phrase = _distinctive(phrase)
             # A code said aloud is written either way ("B 12" on a sign, "B12" in a transcript, or the reverse).
-            spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and
-                                    any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3 else [])
+            spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and coded
+                                    and len(phrase.split()) <= 3 else [])
             colour = phrase if phrase in COLOUR_NAMES and asked else None
             number = terms(option)
             count = number[0] if counted and len(number) == 1 and number[0].isdigit() else None  # "three": "3"

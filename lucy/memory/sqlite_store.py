@@ -406,8 +406,20 @@ class SQLiteMemoryStore(MemoryStore):
         return dict(self._db().execute("SELECT id, created FROM nodes WHERE stream = ?", (stream,)).fetchall())
 
     def fingerprint(self, stream: str) -> tuple[object, ...]:
-        return tuple(self._db().execute("SELECT count(*), max(id), total(created) FROM nodes WHERE stream = ?",
-                                        (stream,)).fetchone())
+        # Every search asks, and the aggregate reads each of the stream's rows (~2.5 ms for a day of memory). It is
+        # read again only when the database changed since this connection last read it: ``data_version`` moves
+        # with every commit by another connection (any thread or process), ``total_changes`` with this one's.
+        db = self._db()
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        seen: dict[str, tuple[object, tuple[object, ...]]] | None = getattr(self._local, "fingerprints", None)
+        if seen is None:
+            seen = self._local.fingerprints = {}
+        if stream in seen and seen[stream][0] == version:
+            return seen[stream][1]
+        value = tuple(db.execute("SELECT count(*), max(id), total(created) FROM nodes WHERE stream = ?",
+                                 (stream,)).fetchone())
+        seen[stream] = (version, value)
+        return value
 
     # ----------------------------------------------------------------------------------- vectors
 

@@ -38,6 +38,7 @@ _NUMBERS = {w: str(i) for i, w in enumerate(
     "seventeen eighteen nineteen twenty".split())}
 
 
+@lru_cache(maxsize=65_536)  # a few thousand words make up every caption
 def _stem(word: str) -> str:
     word = _AMERICAN.get(word, word)
     word = _PEOPLE.get(word, word)  # "how many people", "was there a man": the captions' "person"
@@ -59,6 +60,8 @@ _DECIMAL = re.compile(r"^\d+\.\d+$")
 def _parts(word: str) -> list[str]:
     """Pieces of a compound: "kx-4821" -> kx, 4821; "14:05" -> 14, 05; but "2.0-9.0" -> 2.0, 9.0 (a decimal
     stays whole, so the times and shares captions are full of do not read as small counts)."""
+    if word.isalnum():  # most words: one piece
+        return [word]
     out: list[str] = []
     for piece in _SEPARATOR.split(word):
         if not piece:

@@ -20,12 +20,16 @@ from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 
 @pytest.fixture(scope="module")
 def local() -> LocalEmbedder:
-    embedder = LocalEmbedder(LocalEmbedderSettings())
+    """e5 alone (the default adds MiniLM beside it)."""
+    embedder = LocalEmbedder(LocalEmbedderSettings(models=["e5"]))
     yield embedder
     embedder.close()
 
 
-def test_local_paraphrases_rank_first(local):
+@pytest.mark.parametrize("models", [["e5"], ["minilm"], None], ids=["e5", "minilm", "default"])
+def test_local_paraphrases_rank_first(models):
+    local = LocalEmbedder(LocalEmbedderSettings(**({"models": models} if models else {})))
+    dim = 384 * len(models or ["e5", "minilm"])
     passages = ["A woman is standing at the front desk of a hotel lobby.",
                 "A red delivery truck is parked beside a gas station.",
                 "Two children play football on green grass in a park.",
@@ -33,12 +37,13 @@ def test_local_paraphrases_rank_first(local):
     queries = ["the lady at the reception counter", "a lorry near the petrol pumps",
                "kids kicking a ball on the lawn", "which track does the Boston service depart from"]
     matrix = local.embed_passages(passages)
-    assert matrix.shape == (4, local.dim) == (4, 384) and matrix.dtype == np.float32
+    assert matrix.shape == (4, local.dim) == (4, dim) and matrix.dtype == np.float32
     assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
     for i, query in enumerate(queries):
         q = local.embed_query(query)
-        assert q.shape == (384,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+        assert q.shape == (dim,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
         assert int(np.argmax(matrix @ q)) == i, query
+    local.close()
 
 
 def test_local_batch_equals_single(local):

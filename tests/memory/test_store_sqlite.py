@@ -232,6 +232,29 @@ def test_threads_share_one_store(store):
     assert all(len(store.search("cam", f"thread{i}", limit=100)) == 50 for i in range(4))
 
 
+def test_fingerprint_is_read_again_only_after_a_commit_by_anyone(store):
+    store.add(coarse(0, 60, "a"))
+    statements: list[str] = []
+    store._db().set_trace_callback(statements.append)
+    first = store.fingerprint("cam")
+    assert store.fingerprint("cam") == first and store.fingerprint("cam") == first
+    assert sum("count(*)" in s for s in statements) == 1  # the aggregate is read once while nothing changes
+
+    writer = threading.Thread(target=store.add, args=(coarse(60, 120, "b"),))  # another thread's connection
+    writer.start()
+    writer.join()
+    second = store.fingerprint("cam")
+    assert second != first
+    other = SQLiteMemoryStore(store.path)  # another store object, as another process would write
+    other.add(coarse(0, 60, "a, rewritten"))
+    other.close()
+    third = store.fingerprint("cam")
+    assert third != second
+    store.delete_stream("cam")  # this connection
+    assert store.fingerprint("cam") == (0, None, 0.0)
+    assert store.fingerprint("other") == (0, None, 0.0)
+
+
 def test_closed_store_refuses_use(tmp_path):
     s = SQLiteMemoryStore(tmp_path / "m.sqlite")
     s.close()

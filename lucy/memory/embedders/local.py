@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from lucy.config.settings import LocalEmbedderSettings
-from lucy.memory.embedders.base import Embedder, EmbedderError, EmbedderUnavailable, normalise
+from lucy.memory.embedders.base import Embedder, EmbedderError, EmbedderUnavailable, Part, normalise
 from lucy.memory.embedders.minilm import MiniLM, model_dir
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -182,8 +182,16 @@ class LocalEmbedder(Embedder):
     def _embed(self, texts: list[str]) -> np.ndarray:
         first, *others = self._models
         pending = [self._pool.submit(m.embed, texts) for m in others] if self._pool else []
-        vectors = [first.embed(texts)] + [p.result() for p in pending]
-        return vectors[0] if len(vectors) == 1 else np.hstack([v * k for v, k in zip(vectors, self._scales)])
+        return self.join([first.embed(texts)] + [p.result() for p in pending])
+
+    def parts(self) -> list[Part]:
+        """Each model's vectors are stored apart, so that memory embedded by e5 alone keeps its vectors when MiniLM
+        joins it (only MiniLM's part is made then, ~2.5x quicker than e5's: 25 against 10 captions/s measured on a
+        busy 2-core machine)."""
+        return [Part(m.model, m.embed) for m in self._models]
+
+    def join(self, parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.hstack([v * k for v, k in zip(parts, self._scales, strict=True)])
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

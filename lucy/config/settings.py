@@ -271,9 +271,10 @@ class LocalEmbedderSettings(_Section):
                     "run here, minilm serves alone.")
     threads: int = Field(
         1, ge=1, le=64,
-        description="Threads of one model's embedding call: e5's OpenMP threads, MiniLM's BLAS threads; with both, "
-                    "a question is embedded by the two at once (measured on 2 cores with 1 thread: e5 ~35 "
-                    "captions/s, both ~27/s; 1 leaves the other cores to ingest and captioning).")
+        description="Threads of one model's embedding call: e5's OpenMP threads, MiniLM's BLAS threads. With both, "
+                    "a question is embedded by the two at once, memory text by one model after the other (each "
+                    "model's vectors are stored apart). Measured on 2 cores with 1 thread, long captions: e5 ~13/s, "
+                    "MiniLM ~25/s, both ~8/s. 1 leaves the other cores to ingest and captioning.")
 
     @field_validator("models")
     @classmethod

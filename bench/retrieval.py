@@ -252,10 +252,10 @@ def latency(embedder: LocalEmbedder, queries: int, ultra_fine: int, embed_sample
         print(f"    embedding {len(sample)} nodes once: {seconds:.1f} s, {len(sample) / seconds:.0f} nodes/s "
               f"({embedder.settings.threads} threads)")
         if len(sample) < len(nodes):  # --embed-sample: the others get copies of the sample's vectors
-            made = store.vectors(embedder.model, [n.id for n in sample])
-            pool = list(made.values())
-            store.put_vectors(embedder.model, {n.id: pool[i % len(pool)] for i, n in enumerate(nodes)
-                                               if n.id not in made})
+            for part in embedder.parts():  # each model's vectors are stored apart
+                made = store.vectors(part, [n.id for n in sample])
+                pool = list(made.values())
+                store.put_vectors(part, {n.id: pool[i % len(pool)] for i, n in enumerate(nodes) if n.id not in made})
             print(f"    notice: --embed-sample {embed_sample}: the other {len(nodes) - len(sample)} nodes were given "
                   f"copies of those vectors (latency is the same; the embedding time above is for the sample)")
         began = time.perf_counter()

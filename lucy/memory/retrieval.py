@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lucy.memory.embedders import Embedder, EmbedderError, Part, normalise
+from lucy.memory.embedders import Embedder, EmbedderError, normalise
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
 from lucy.query.text import STOPWORDS, terms
@@ -140,8 +140,8 @@ class MemoryIndex:
             log.debug("embedder failed: %s", err)
 
     def _embed_missing(self, nodes: Sequence[MemoryNode]) -> dict[int, np.ndarray]:
-        """Vectors of ``nodes`` (with ids): from the cache, else from the store, else embedded and stored; each of
-        the embedder's parts (:meth:`Embedder.parts`) on its own. Raises :class:`EmbedderError`."""
+        """Vectors of ``nodes`` (with ids): from the cache, else from the store, else embedded and stored, each of
+        the embedder's parts (:meth:`Embedder.parts`) apart. Raises :class:`EmbedderError`."""
         assert self.embedder is not None
         model = self.embedder.model
         found: dict[int, np.ndarray] = {}
@@ -153,34 +153,31 @@ class MemoryIndex:
                     self._cache.move_to_end(key)
         todo = [n for n in nodes if n.id is not None and n.id not in found]
         if todo:
+            ids = [n.id for n in todo]
+            parts = self.embedder.parts()
+            columns = [self.store.vectors(part, ids) for part in parts]  # type: ignore[arg-type]
+            missing = [[n for n in todo if n.id not in column] for column in columns]
+            if max(map(len, missing)) > EMBED_BATCH:  # a memory made before search by meaning, or by other models
+                log.info("embedding memory once, for this and later searches by meaning: %s",
+                         ", ".join(f"{len(m)} nodes with {part}" for part, m in zip(parts, missing, strict=True) if m))
             embedded: set[int] = set()
-            columns = [self._part_vectors(part, todo, {i: k[2] for i, k in keys.items()}, embedded)
-                       for part in self.embedder.parts()]
-            rows = self.embedder.join([np.stack([column[n.id] for n in todo]) for column in columns])
-            found.update({n.id: rows[j] for j, n in enumerate(todo)})  # type: ignore[misc]
+            for at in range(0, max(map(len, missing)), EMBED_BATCH):
+                batches = [m[at:at + EMBED_BATCH] for m in missing]
+                matrices = self.embedder.embed_parts([[n.text for n in batch] for batch in batches])
+                for part, column, batch, matrix in zip(parts, columns, batches, matrices, strict=True):
+                    made = {n.id: matrix[j] for j, n in enumerate(batch) if n.id is not None}
+                    if made:
+                        self.store.put_vectors(part, made, text_hashes={i: keys[i][2] for i in made})
+                    column.update(made)
+                    embedded.update(made)
+            rows = self.embedder.join([np.stack([column[i] for i in ids]) for column in columns])  # type: ignore[index]
+            found.update(zip(ids, rows, strict=True))  # type: ignore[arg-type]
             self.embedded += len(embedded)
         with self._lock:
             for node_id, vector in found.items():
                 self._cache[keys[node_id]] = vector
             while len(self._cache) > self._limits[0]:
                 self._cache.popitem(last=False)
-        return found
-
-    def _part_vectors(self, part: Part, nodes: list[MemoryNode], hashes: dict[int | None, str],
-                      embedded: set[int]) -> dict[int, np.ndarray]:
-        """One part's vectors of ``nodes``: stored, else embedded (their ids added to ``embedded``) and stored."""
-        found = self.store.vectors(part.model, [n.id for n in nodes if n.id is not None])
-        missing = [n for n in nodes if n.id not in found]
-        if len(missing) > EMBED_BATCH:  # a memory made before search by meaning, or by other models
-            log.info("embedding %d memory nodes with %s once, for this and later searches by meaning",
-                     len(missing), part.model)
-        for at in range(0, len(missing), EMBED_BATCH):
-            batch = missing[at:at + EMBED_BATCH]
-            matrix = part.embed([n.text for n in batch])
-            made = {n.id: matrix[j] for j, n in enumerate(batch) if n.id is not None}
-            self.store.put_vectors(part.model, made, text_hashes={i: hashes[i] for i in made})
-            embedded.update(made)
-            found.update(made)
         return found
 
     def vectors_for(self, nodes: Sequence[MemoryNode]) -> np.ndarray | None:

@@ -70,8 +70,10 @@ def test_two_local_models_give_one_vector_weighted(local):
         weighted = WEIGHTS["e5"] * float(a[0] @ a[1]) + WEIGHTS["minilm"] * float(b[0] @ b[1])
         assert abs(float(together[0] @ together[1]) - weighted) < 1e-5
         # stored apart, each model's part under its own id; joined, the same vectors
-        assert [part.model for part in both.parts()] == [local.model, mini.model]
-        assert np.allclose(both.join([part.embed(texts) for part in both.parts()]), together, atol=1e-6)
+        assert both.parts() == [local.model, mini.model]
+        assert np.allclose(both.join(both.embed_parts([texts, texts])), together, atol=1e-6)
+        only_minilm = both.embed_parts([[], texts])  # a part with nothing to embed, beside one with texts
+        assert only_minilm[0].shape == (0, 384) and np.allclose(only_minilm[1], b, atol=1e-6)
         queries = ["a delivery man in a bright jacket near the elevator", "kitty napping by the glass"]
         assert [int(np.argmax(together @ both.embed_query(q))) for q in queries] == [0, 1]
     finally:

@@ -12,10 +12,10 @@ import logging
 from pathlib import Path
 
 from lucy.config import LucySettings
-from lucy.memory.embedders.base import Embedder, EmbedderError, EmbedderUnavailable, Part, normalise
+from lucy.memory.embedders.base import Embedder, EmbedderError, EmbedderUnavailable, normalise
 from lucy.memory.embedders.local import CPUINFO
 
-__all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "Part", "make_embedder", "normalise"]
+__all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "make_embedder", "normalise"]
 
 log = logging.getLogger(__name__)
 _told: set[str] = set()  # notices already logged: one per process, however many streams make an embedder

@@ -13,8 +13,7 @@ them in a thread. Backends are chosen from config (:func:`lucy.memory.embedders.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,14 +26,6 @@ class EmbedderError(LucyError):
 
 class EmbedderUnavailable(EmbedderError):
     """The embedder cannot run on this machine at all (e.g. a CPU without the instructions its engine needs)."""
-
-
-@dataclass(frozen=True)
-class Part:
-    """What is stored of an embedder's vectors: the unit vectors of one model, under that model's id."""
-
-    model: str
-    embed: Callable[[list[str]], np.ndarray]  # memory texts -> (len, dim of the part) float32 unit rows
 
 
 class Embedder(ABC):
@@ -54,10 +45,15 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """A question as a ``(dim,)`` float32 unit vector. Raises :class:`EmbedderError` on failure."""
 
-    def parts(self) -> list[Part]:
-        """What of a memory text's vector is stored, and under which ids: by default the whole vector, under
-        :attr:`model`. :meth:`join` puts the parts' rows back together as :meth:`embed_passages` would give them."""
-        return [Part(self.model, self.embed_passages)]
+    def parts(self) -> list[str]:
+        """The ids under which a memory text's vector is stored, a part each: by default the whole vector, under
+        :attr:`model`. :meth:`join` puts the parts' rows back together as :meth:`embed_passages` gives them."""
+        return [self.model]
+
+    def embed_parts(self, texts: list[list[str]]) -> list[np.ndarray]:
+        """For each of :meth:`parts`, the unit rows (float32) of its own texts, ``texts[i]`` for part ``i``.
+        Raises :class:`EmbedderError`."""
+        return [self.embed_passages(texts[0])]
 
     def join(self, parts: list[np.ndarray]) -> np.ndarray:
         """The rows of each of :meth:`parts`, as this embedder's vectors."""

@@ -272,9 +272,8 @@ class LocalEmbedderSettings(_Section):
     threads: int = Field(
         1, ge=1, le=64,
         description="Threads of one model's embedding call: e5's OpenMP threads, MiniLM's BLAS threads. With both, "
-                    "a question is embedded by the two at once, memory text by one model after the other (each "
-                    "model's vectors are stored apart). Measured on 2 cores with 1 thread, long captions: e5 ~13/s, "
-                    "MiniLM ~25/s, both ~8/s. 1 leaves the other cores to ingest and captioning.")
+                    "the two embed a text at once. Measured on 2 cores with 1 thread, long captions: e5 ~13/s, "
+                    "MiniLM ~25/s, both ~13/s. 1 leaves the other cores to ingest and captioning.")
 
     @field_validator("models")
     @classmethod

@@ -157,11 +157,12 @@ class MemoryIndex:
             parts = self.embedder.parts()
             columns = [self.store.vectors(part, ids) for part in parts]  # type: ignore[arg-type]
             missing = [[n for n in todo if n.id not in column] for column in columns]
-            if max(map(len, missing)) > EMBED_BATCH:  # a memory made before search by meaning, or by other models
+            longest = max(map(len, missing))
+            if longest > EMBED_BATCH:  # a memory made before search by meaning, or by other models
                 log.info("embedding memory once, for this and later searches by meaning: %s",
                          ", ".join(f"{len(m)} nodes with {part}" for part, m in zip(parts, missing, strict=True) if m))
             embedded: set[int] = set()
-            for at in range(0, max(map(len, missing)), EMBED_BATCH):
+            for at in range(0, longest, EMBED_BATCH):
                 batches = [m[at:at + EMBED_BATCH] for m in missing]
                 matrices = self.embedder.embed_parts([[n.text for n in batch] for batch in batches])
                 for part, column, batch, matrix in zip(parts, columns, batches, matrices, strict=True):

@@ -3,7 +3,8 @@
 For each video of the annotations (``parallel`` at once), in one process and one event loop:
 
 1. the video is found in the videos folder (by its relative path, else by its file name's stem anywhere below);
-   a video that is missing or cannot be decoded is reported and skipped, never a crash of the whole run;
+   a video that is missing or cannot be decoded is reported and skipped, never a crash of the whole run, and so
+   is one the annotations name outside the folder (an absolute path, ``..``, a link that leads out), never ingested;
 2. it is ingested into the run's data directory (``OUT/data``) with the benchmark's preset, as a stream whose name
    says which video and which captioner and frame settings made its memory (not which reasoner): a rerun with
    another reasoner finds the memory ready and asks at once, and what earlier questions captioned is reused;
@@ -26,7 +27,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,21 +255,53 @@ def run_name(settings: LucySettings, benchmark: str, annotations: Path, while_in
 
 
 class VideoIndex:
-    """Finds a benchmark's video file under the videos folder."""
+    """Finds a benchmark's video file under the videos folder, and only there: annotations are data from elsewhere,
+    and a video name (or folder) that is absolute or climbs out with ``..`` is refused (:meth:`refusal`), as is a
+    file whose real path (symbolic links followed) lies outside the folder."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._real_root = root.resolve()
         self._stems: dict[str, Path] | None = None
 
-    def find(self, name: str, hints: Sequence[str] = ()) -> Path | None:
+    @staticmethod
+    def refusal(name: str, hints: Sequence[str] = ()) -> str | None:
+        """Why the annotations' ``name`` (in one of the folders ``hints``) may not be looked up; None if it may."""
+        for rel in (name, *hints):
+            path = Path(rel)
+            if path.is_absolute() or path.drive or ".." in path.parts:
+                return f"video {rel!r} refused: it names a file outside the videos folder"
+        return None
+
+    def inside(self, path: Path) -> bool:
+        """Whether ``path``'s real location is in the videos folder."""
+        return path.resolve().is_relative_to(self._real_root)
+
+    def candidates(self, name: str, hints: Sequence[str] = ()) -> Iterator[Path]:
         for rel in (name, *[f"{h}/{name}" for h in hints]):
             for candidate in (self.root / rel, *[self.root / f"{rel}{s}" for s in VIDEO_SUFFIXES]):
                 if candidate.is_file():
-                    return candidate
+                    yield candidate
+
+    def missing(self, name: str, hints: Sequence[str] = ()) -> str:
+        """Why :meth:`find` found nothing for ``name``."""
+        refused = self.refusal(name, hints)
+        if refused is not None:
+            return refused
+        if any(not self.inside(c) for c in self.candidates(name, hints)):
+            return f"video {name!r} refused: its file links to a place outside the videos folder"
+        return f"video {name!r} not found under {self.root}"
+
+    def find(self, name: str, hints: Sequence[str] = ()) -> Path | None:
+        if self.refusal(name, hints) is not None:
+            return None
+        for candidate in self.candidates(name, hints):
+            if self.inside(candidate):
+                return candidate
         if self._stems is None:
             self._stems = {}
             for path in sorted(self.root.rglob("*")):
-                if path.suffix in VIDEO_SUFFIXES and path.is_file():
+                if path.suffix in VIDEO_SUFFIXES and path.is_file() and self.inside(path):
                     self._stems.setdefault(path.stem, path)
         return self._stems.get(Path(name).stem)
 
@@ -431,7 +464,7 @@ class Runner:
         if not todo:
             return
         if path is None:
-            outcome.skipped = f"video {video!r} not found under {self.index.root}"
+            outcome.skipped = self.index.missing(video, hints)
             self.progress(f"skipping {len(todo)} questions: {outcome.skipped}")
             return
         outcome.seconds = await asyncio.to_thread(video_seconds, path)

@@ -18,7 +18,7 @@ from lucy.config import LucySettings
 from lucy.eval import run
 from lucy.eval.formats import read_annotations
 from lucy.eval.samples import make_sample
-from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 
 ANNOTATION_TRUTH_MIN = 75.0  # the embedded backends read these synthetic videos; a broken harness scores ~25 %
@@ -239,3 +239,32 @@ def test_videomme_with_subtitles_reads_them_as_speech(tmp_path: Path, embedded: 
         assert "[24.0-28.0 s] The ferry leaves from gate 47 today." in speech.text and "<font" not in speech.text
     finally:
         memory.close()
+
+
+def test_videos_named_outside_the_videos_folder_are_refused(tmp_path: Path, embedded: LucySettings) -> None:
+    """Annotations are data from elsewhere: a video named by an absolute path, through ``..`` or by a link leading
+    out of --videos is reported as refused and never ingested, even though the file exists and is a video."""
+    sample = make_sample("egomem", tmp_path / "sample", videos=3)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("A1_TEST_DAY1", "A2_TEST_DAY1", "A3_TEST_DAY1"):
+        (sample.videos / f"{name}.mp4").rename(outside / f"{name}.mp4")
+    (sample.videos / "A3_TEST_DAY1.mp4").symlink_to(outside / "A3_TEST_DAY1.mp4")
+    names = {"A1_TEST_DAY1": str(outside / "A1_TEST_DAY1.mp4"), "A2_TEST_DAY1": "../outside/A2_TEST_DAY1"}
+    records = json.loads(sample.annotations.read_text())
+    for record in records:
+        record["videoID"] = names.get(record["videoID"], record["videoID"])
+    sample.annotations.write_text(json.dumps(records))
+    report = run("egomem", sample.annotations, sample.videos, tmp_path / "out", settings=embedded,
+                 progress=lambda _: None)
+    skipped = {s["video"]: s["reason"] for s in report["skipped"]}
+    assert set(skipped) == {*names.values(), "A3_TEST_DAY1"}, skipped
+    assert all("refused" in reason and "outside the videos folder" in reason for reason in skipped.values())
+    assert report["answered"] == 0 and lines(report["predictions"]) == []
+    db = tmp_path / "out" / "data" / DB_NAME
+    if db.exists():  # nothing was recorded into the run's memory
+        ingested = SQLiteMemoryStore(db)
+        try:
+            assert ingested.streams() == []
+        finally:
+            ingested.close()

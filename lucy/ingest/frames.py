@@ -11,13 +11,21 @@ import numpy as np
 from lucy.errors import StoreError
 
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Names the frame store keeps beside the streams' folders for itself: the root group's metadata (zarr v3, and v2's
+# for a store that another zarr version touched). Names starting with "." (the folders of streams being made or
+# deleted) are refused by the pattern already. Compared without case: some file systems ignore it.
+RESERVED_STREAM_NAMES = frozenset({"zarr.json", ".zattrs", ".zgroup", ".zarray", ".zmetadata"})
 
 
 def check_stream_name(name: str) -> str:
-    """Stream names become folder names: refuse anything that could escape the data directory."""
+    """Stream names become folder names: refuse anything that could escape the data directory or take the place of
+    the frame store's own files."""
     if not _STREAM_NAME.fullmatch(name) or ".." in name:
         raise StoreError(
             f"bad stream name {name!r}: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
+    if name.lower() in RESERVED_STREAM_NAMES:
+        raise StoreError(f"bad stream name {name!r}: the frame store keeps a file of that name for itself; choose "
+                         f"another name")
     return name
 
 

@@ -57,6 +57,7 @@ from lucy.errors import StoreError
 from lucy.ingest.codecs import JpegCodec, JpegXlCodec
 from lucy.ingest.frames import (
     AUDIO_RATE,
+    RESERVED_STREAM_NAMES,
     AudioClip,
     Clip,
     FrameStore,
@@ -250,9 +251,10 @@ class LocalRoot:
 
     def delete(self, name: str) -> bool:
         """Move the stream's group aside at once (readers see it gone, a new stream of that name can be
-        created), then delete its files."""
+        created), then delete its files. Only ever a folder: whatever the name, the root group's own metadata
+        (``zarr.json`` beside the streams) is never moved."""
         path = self._path(name)
-        if not path.exists():
+        if not path.is_dir() or path.is_symlink() or path.name.lower() in RESERVED_STREAM_NAMES:
             return False
         doomed = path.with_name(f".{name}.deleting.{os.getpid()}.{threading.get_ident()}")
         try:

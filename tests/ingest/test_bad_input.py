@@ -61,6 +61,8 @@ def test_bad_input_does_not_touch_stored_streams(tmp_path, run_lucy):
     before = json.loads(run_lucy("streams", "--json", "--data", data).stdout)
     assert_one_line_error(run_lucy("ingest", str(tmp_path / "missing.mp4"), "--stream", "ok", "--data", data))
     assert_one_line_error(run_lucy("ingest", str(video), "--stream", "../../etc", "--data", data), "bad stream name")
+    assert_one_line_error(run_lucy("ingest", str(video), "--stream", "zarr.json", "--data", data),
+                          "bad stream name 'zarr.json'", "keeps a file of that name")
     assert json.loads(run_lucy("streams", "--json", "--data", data).stdout) == before
 
 

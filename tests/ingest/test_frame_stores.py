@@ -62,6 +62,22 @@ def test_catalogue_refuses_bad_names(frames):
             create(frames, bad)
 
 
+def test_names_of_the_stores_own_files_are_refused_and_never_deleted(frames):
+    create(frames)
+    root_meta = frames_root(frames.data) / "zarr.json"
+    before = root_meta.read_bytes()
+    for reserved in ("zarr.json", "ZARR.JSON"):
+        with pytest.raises(StoreError, match="keeps a file of that name"):
+            frames.exists(reserved)
+        with pytest.raises(StoreError, match="keeps a file of that name"):
+            frames.delete(reserved)
+        with pytest.raises(StoreError, match="keeps a file of that name"):
+            create(frames, reserved)
+    # Below the name check too, a purge only ever moves a stream's folder: never the root group's metadata.
+    assert frames.root.delete("zarr.json") is False  # type: ignore[attr-defined]
+    assert root_meta.read_bytes() == before and frames.names() == ["cam"]
+
+
 def test_streams_being_created_are_not_listed(frames):
     create(frames)
     half_made = frames_root(frames.data) / ".yard.creating"

@@ -144,8 +144,10 @@ def test_bad_requests(shared_server: LucyServer, videos: dict[str, Path], cam: d
         assert status("POST", "/v1/streams/nope/questions", json={"question": "hi?"}) == 404
         assert status("DELETE", "/v1/streams/nope") == 404
         # bad names and path tricks
-        for name in ("../cam", ".hidden", "a/b", "x" * 65, "a b", "..", "-x"):
+        for name in ("../cam", ".hidden", "a/b", "x" * 65, "a b", "..", "-x", "zarr.json"):
             assert status("POST", "/v1/streams", json={"name": name, "source": video}) == 422, name
+        r = c.delete("/v1/streams/zarr.json", params={"purge": "true"})  # the frame store's own root metadata
+        assert r.status_code == 422 and "keeps a file of that name" in r.json()["detail"], r.text
         assert status("GET", "/v1/streams/..%2Fcam") in (404, 422)
         assert status("GET", "/v1/streams/%2E%2E/memory") in (404, 422)
         # sources: unsupported scheme, relative path, missing file, outside the allowed roots, a directory

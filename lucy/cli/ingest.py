@@ -48,6 +48,10 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
     The next run on the same source and stream resumes after it.
     """
     settings = load(data, config, preset, verbose, **{"captioner.backend": captioner})
+    if "://" in source:
+        from lucy.ingest.source import split_source_url
+
+        split_source_url(source)  # a URL that cannot be split is refused before any store is opened
     from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
     from lucy.cli.progress import BarProgress, PlainProgress, file_duration
     from lucy.memory.nodes import INGEST_ORIGIN

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import av
 import av.error
@@ -102,6 +102,33 @@ def _tls_hint(url: str, settings: IngestSettings) -> str:
     return ""
 
 
+# What a URL that cannot be split says: nothing of the URL itself. urllib's own messages quote the part it choked
+# on ("Port could not be cast to integer value as 'pa'"), which for rtsp://admin:pa#ss@host is the password's start.
+UNPARSABLE_URL = ("the source URL cannot be parsed (it is not shown: it may hold a password); percent-encode "
+                  "special characters in the user name and password, e.g. '#' as %23, '/' as %2F, '?' as %3F")
+# After an authority without '@', a run up to an '@' with none of these in it is a password cut short by a '#', '/'
+# or '?' (rtsp://admin:1234#x@host: urllib and FFmpeg read host "admin", port 1234), not a path or query.
+_CUT_USERINFO = re.compile(r"[#/?][^/?#=&]+@")
+
+
+def split_source_url(spec: str) -> SplitResult:
+    """``spec`` split into its parts, the port checked; a source URL that cannot be read unambiguously is refused
+    with :data:`UNPARSABLE_URL`, which quotes none of it. Every place that takes a URL from a user goes through
+    here (the API, ``lucy ingest``, the sources), so no parser's message ever carries a piece of a password."""
+    try:
+        parts = urlsplit(spec)
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError:
+        raise SourceError(UNPARSABLE_URL) from None
+    if parts.scheme.lower() in LIVE_SCHEMES and "@" not in parts.netloc:
+        rest = spec.partition("://")[2][len(parts.netloc):]
+        # A fragment is never sent to the server: an '@' in it is a password's '#'. After a port, a short run up to
+        # an '@' is a password that starts with digits.
+        if (rest.startswith("#") and "@" in rest) or (":" in parts.netloc and _CUT_USERINFO.match(rest)):
+            raise SourceError(UNPARSABLE_URL)
+    return parts
+
+
 def redact_url(text: str) -> str:
     """Hide credentials of every URL in ``text``: ``rtsp://user:pw@host/s?token=abc`` ->
     ``rtsp://user:***@host/s?token=***``."""
@@ -109,19 +136,53 @@ def redact_url(text: str) -> str:
     return _SECRET_PARAM.sub(lambda m: f"{m['name']}***", text)
 
 
+def _secret_pieces(source: str) -> list[str]:
+    """The parts of ``source``'s password (its user name when it has none) and of its secret query values, split
+    at the characters a parser may stop at, as given and percent-decoded: what a message might quote of them."""
+    pieces: list[str] = []
+    if (m := _USERINFO.match(source)) is not None:
+        secret = m["password"][1:] if m["password"] else m["user"]
+        pieces += [secret, *re.split(r"[:#/?@]", secret)]
+    pieces += [v.split("=", 1)[1] for v in (m[0] for m in _SECRET_PARAM.finditer(source))]
+    pieces += [unquote(p) for p in pieces]
+    return sorted({p for p in pieces if p.strip()}, key=len, reverse=True)
+
+
+def redact_source(text: str, source: str) -> str:
+    """:func:`redact_url`, and every piece of ``source``'s own secrets hidden wherever it stands on its own (a
+    parser's message may quote the start of a password that a '#' cut: "... as 'pa'", with no URL around it)."""
+    text = redact_url(text)
+    for piece in _secret_pieces(source):
+        text = re.sub(rf"(?<![^\W_]){re.escape(piece)}(?![^\W_])", "***", text)
+    return text
+
+
 class RedactingFilter(logging.Filter):
-    """Attach to log handlers so that no log line carries stream credentials."""
+    """Attach to log handlers so that no log line, nor the traceback under it, carries stream credentials
+    (``source``: the one stream whose own secrets are hidden too, see :func:`redact_source`)."""
+
+    def __init__(self, source: str | None = None) -> None:
+        super().__init__()
+        self._source = source
+
+    def _redact(self, text: str) -> str:
+        return redact_url(text) if self._source is None else redact_source(text, self._source)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact_url(record.getMessage())
+        record.msg = self._redact(record.getMessage())
         record.args = None
+        if record.exc_info and not record.exc_text:
+            # A formatter prints exc_text when set: the traceback's exception message may quote a URL.
+            record.exc_text = self._redact(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = self._redact(record.stack_info)
         return True
 
 
-def redacting_handler() -> logging.Handler:
-    """Lucy's log handler: ``lucy: LEVEL: message`` on stderr, credentials redacted."""
+def redacting_handler(source: str | None = None) -> logging.Handler:
+    """Lucy's log handler: ``lucy: LEVEL: message`` on stderr, credentials redacted (``source``'s own too)."""
     handler = logging.StreamHandler()
-    handler.addFilter(RedactingFilter())
+    handler.addFilter(RedactingFilter(source))
     handler.setFormatter(logging.Formatter("lucy: %(levelname)s: %(message)s"))
     return handler
 
@@ -213,9 +274,9 @@ def source_identity(spec: str) -> tuple[str, str]:
     """``(description, identity)`` of a source spec: the redacted text to show, and what tells two sources
     apart (scheme, host, port, path and query: it may hold secrets, so store :func:`stored_source_id` instead)."""
     if "://" not in spec or spec.lower().startswith("file://"):
-        path = urlsplit(spec).path if "://" in spec else spec
+        path = split_source_url(spec).path if "://" in spec else spec
         return path, str(Path(path).resolve())
-    parts = urlsplit(spec)
+    parts = split_source_url(spec)
     host = parts.hostname or ""
     if parts.port:
         host = f"{host}:{parts.port}"
@@ -714,11 +775,12 @@ def open_source(spec: str, settings: IngestSettings, *, resume_after: float | No
     ``allowed_roots`` (``service.allowed_source_roots``) confines local files, and what playlists in them name,
     to those folders; empty: any path.
     """
-    scheme = urlsplit(spec).scheme.lower() if "://" in spec else ""
-    if not scheme:
+    parts = split_source_url(spec) if "://" in spec else None
+    scheme = parts.scheme.lower() if parts is not None else ""
+    if parts is None or not scheme:
         return FileSource(spec, settings, resume_after=resume_after, realtime=realtime, allowed_roots=allowed_roots)
     if scheme == "file":
-        return FileSource(urlsplit(spec).path, settings, resume_after=resume_after, realtime=realtime,
+        return FileSource(parts.path, settings, resume_after=resume_after, realtime=realtime,
                           allowed_roots=allowed_roots)
     if scheme not in LIVE_SCHEMES:
         raise SourceError(f"unsupported source scheme {scheme!r}: use a file path, rtsp://, http:// or https://")

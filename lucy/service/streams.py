@@ -24,7 +24,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -34,7 +33,7 @@ from lucy.errors import SourceError, StoreError
 from lucy.ingest import FrameStores, check_stream_name, open_frames, redact_url
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
-from lucy.ingest.source import LIVE_SCHEMES
+from lucy.ingest.source import LIVE_SCHEMES, redact_source, split_source_url
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
 from lucy.service.errors import Conflict, InvalidRequest, NotFound
@@ -211,7 +210,7 @@ class ManagedStream:
                         exitcode = code
         except Exception as err:  # a bug: keep the traceback in the log, show one line to clients
             log.exception("stream %s: lost its worker", self.name)
-            end = RunEnd(StreamState.FAILED, error=redact_url(f"{type(err).__name__}: {err}"))
+            end = RunEnd(StreamState.FAILED, error=redact_source(f"{type(err).__name__}: {err}", self.spec.source))
         finally:
             self._running_worker = None
         return end, exitcode
@@ -394,16 +393,19 @@ class StreamManager:
         """Refuse sources the server cannot or may not read (422), before anything is started."""
         if not source.strip() or len(source) > MAX_SOURCE_CHARS or any(c in source for c in "\r\n\0"):
             raise InvalidRequest("source must be a file path or an rtsp://, http:// or https:// URL")
-        scheme = urlsplit(source).scheme.lower() if "://" in source else ""
+        try:  # split once, here: a URL that cannot be split is refused with a message that quotes none of it
+            parts = split_source_url(source) if "://" in source else None
+        except SourceError as err:
+            raise InvalidRequest(str(err)) from None
+        scheme = parts.scheme.lower() if parts is not None else ""
         if scheme and scheme not in (*LIVE_SCHEMES, "file"):
             raise InvalidRequest(f"unsupported source scheme {scheme!r}: use a file path, rtsp://, rtsps://, "
                                  f"http:// or https://")
-        if scheme in LIVE_SCHEMES:
-            if not urlsplit(source).hostname:
+        if parts is not None and scheme in LIVE_SCHEMES:
+            if not parts.hostname:
                 raise InvalidRequest(f"source URL {redact_url(source)!r} has no host")
             return source
-        if scheme == "file":
-            parts = urlsplit(source)
+        if parts is not None and scheme == "file":
             if parts.netloc not in ("", "localhost"):
                 raise InvalidRequest("file:// URLs must name a local path")
             path = Path(parts.path)

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from lucy.config import LucySettings
 from lucy.errors import LucyError
-from lucy.ingest import FrameStores, redact_url
+from lucy.ingest import FrameStores
 from lucy.ingest.lock import Holder
-from lucy.ingest.source import redacting_handler
+from lucy.ingest.source import redact_source, redacting_handler
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, StreamProgress
 from lucy.recorder import Outcome, RecorderObserver, StreamRecorder
@@ -170,17 +170,17 @@ class StreamRun(RecorderObserver):
             if self._stopping.is_set():
                 self.recorder.stop()
             recording = self.recorder.run()
-            lost = redact_url(recording.ingest.lost) if recording.ingest.lost else None
+            lost = redact_source(recording.ingest.lost, self.spec.source) if recording.ingest.lost else None
             error = lost if recording.outcome is Outcome.FAILED else None
             return RunEnd(StreamState(recording.outcome), error=error, lost=lost)
         except LucyError as err:
             self.failure = err
-            error = redact_url(str(err))
+            error = redact_source(str(err), self.spec.source)
             log.warning("stream %s failed: %s", name, error)
             return RunEnd(StreamState.FAILED, error=error)
         except Exception as err:  # a bug: keep the traceback in the log, show one line to clients
             log.exception("stream %s failed", name)
-            return RunEnd(StreamState.FAILED, error=redact_url(f"{type(err).__name__}: {err}"))
+            return RunEnd(StreamState.FAILED, error=redact_source(f"{type(err).__name__}: {err}", self.spec.source))
         finally:
             memory.close()
 
@@ -198,7 +198,7 @@ def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the server stops us
     service = settings.service
     lower_thread_priority(service.ingest_nice, idle_policy=service.ingest_sched_idle)  # before any thread starts
-    logging.basicConfig(level=log_levels[0], handlers=[redacting_handler()], force=True)
+    logging.basicConfig(level=log_levels[0], handlers=[redacting_handler(spec.source)], force=True)
     logging.getLogger("lucy").setLevel(log_levels[1])
     pipe = _Pipe(conn)
     run = StreamRun(spec, settings, pipe)

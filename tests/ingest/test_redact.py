@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lucy.errors import StoreError
+from lucy.errors import SourceError, StoreError
 from lucy.ingest import Ingestor, ZarrFrameStore, redact_url
-from lucy.ingest.source import source_identity, source_matches, stored_source_id
+from lucy.ingest.source import (
+    redact_source,
+    redacting_handler,
+    source_identity,
+    source_matches,
+    split_source_url,
+    stored_source_id,
+)
 from lucy.ingest.zarr_store import frames_root
 from lucy.synth import write_video
 
@@ -103,3 +111,58 @@ def test_cli_error_hides_a_password_with_spaces(tmp_path, run_lucy) -> None:
                     "--data", str(tmp_path / "d"), timeout=60)
     assert proc.returncode != 0 and "rtsp://admin:***@127.0.0.1:9/cam?passphrase=***" in proc.stderr
     assert "sesame" not in proc.stderr + proc.stdout and "letmein" not in proc.stderr + proc.stdout
+
+
+# issue 26: a password holding '#', '/' or '?' cut the URL where urllib and FFmpeg stop reading the user info, and
+# urllib's own message ("Port could not be cast to integer value as 'pa'") carried the password's start.
+@pytest.mark.parametrize("url", [
+    "rtsp://admin:Zq9#Wk7@cam.local/s", "rtsp://admin:Zq9/Wk7@cam.local/s", "rtsp://admin:Zq9?Wk7@cam.local/s",
+    "rtsp://admin:1234#Wk7@cam.local/s", "rtsp://admin:1234/Wk7@cam.local/s", "rtsp://Zq9#Wk7@cam.local/s",
+    "rtsp://admin:Zq9Wk7@[::1/s", "rtsp://admin:Zq9Wk7@cam.local:99999/s", "rtsp://admin:Zq9\uff03Wk7@cam/s",
+])
+def test_unparsable_urls_are_refused_without_quoting_them(url: str) -> None:
+    with pytest.raises(SourceError) as caught:
+        split_source_url(url)
+    message = str(caught.value)
+    assert "%23" in message and "percent-encode" in message
+    assert not any(piece in message for piece in ("Zq9", "Wk7", "1234", "cam"))
+
+
+@pytest.mark.parametrize(("url", "host"), [
+    ("rtsp://admin:Zq9%23Wk7@cam.local/s", "cam.local"), ("rtsp://admin:Zq9@Wk7@[::1]:554/s", "::1"),
+    ("https://host:8080/a/@user/v.m3u8", "host"), ("https://h/x.m3u8?e=a@b#frag", "h"),
+])
+def test_urls_that_read_one_way_are_accepted(url: str, host: str) -> None:
+    assert split_source_url(url).hostname == host
+
+
+def test_redact_source_hides_a_parsers_quote_of_the_password() -> None:
+    source = "rtsp://admin:Zq9#Wk7@cam.local/s?token=T0k%23en"
+    said = redact_source("ValueError: Port could not be cast to integer value as 'Zq9'; token T0k#en; Zq9x", source)
+    assert said == "ValueError: Port could not be cast to integer value as '***'; token ***; Zq9x"
+    assert redact_url("rtsp://admin:Zq9Wk7@[fe80::1%25eth0]:554/s") == "rtsp://admin:***@[fe80::1%25eth0]:554/s"
+    assert redact_url("rtsp://Zq9Wk7@[::1]/s") == "rtsp://***@[::1]/s"
+
+
+def test_log_tracebacks_are_redacted(capsys) -> None:
+    logger = logging.getLogger("lucy.test_redact")
+    handler = redacting_handler("rtsp://admin:Zq9#Wk7@cam/s")
+    logger.addHandler(handler)
+    try:
+        try:
+            raise ValueError("as 'Zq9', from rtsp://u:hunter2@cam/s")
+        except ValueError:
+            logger.exception("opening %s failed", "rtsp://u:hunter2@cam/s")
+    finally:
+        logger.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "rtsp://u:***@cam/s" in err
+    assert "hunter2" not in err and "Zq9" not in err
+
+
+def test_cli_refuses_a_password_with_a_hash(tmp_path, run_lucy) -> None:
+    proc = run_lucy("ingest", "rtsp://admin:Zq9#Wk7@127.0.0.1:9/cam", "--stream", "cam", "--data",
+                    str(tmp_path / "d"), timeout=60)
+    assert proc.returncode == 1 and proc.stderr.startswith("lucy: error: the source URL cannot be parsed")
+    assert "Traceback" not in proc.stderr and "Zq9" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "d").exists()  # refused before anything was made

@@ -60,6 +60,7 @@ class StreamRegistry:
         tmp = self.path.with_suffix(".tmp")
         body = json.dumps({"format": FORMAT_VERSION, "streams": [asdict(s) for s in specs]}, indent=2)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a .tmp that a crash left behind keeps the mode it was made with
         with os.fdopen(fd, "w") as f:
             f.write(body)
             f.flush()

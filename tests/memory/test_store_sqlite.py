@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 
@@ -34,6 +36,27 @@ def test_database_is_wal_with_a_time_index(store):
         "EXPLAIN QUERY PLAN SELECT * FROM nodes WHERE stream = 'cam' AND level = 'coarse' AND start < 10"))
     assert "nodes_stream_level_start" in plan or "nodes_ingest_span" in plan
     db.close()
+
+
+def test_database_files_are_owner_only(tmp_path: Path) -> None:
+    """memory.sqlite holds webhook URLs (which often carry secrets): it and its -wal/-shm are 0600, whatever the
+    umask, and files an older version made world-readable are narrowed when the store opens."""
+    old = os.umask(0o022)
+    try:
+        store = SQLiteMemoryStore(tmp_path / "memory.sqlite")
+        store.add(coarse(0, 10, "a van"))
+        files = [store.path, Path(f"{store.path}-wal"), Path(f"{store.path}-shm")]
+        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files), [oct(f.stat().st_mode) for f in files]
+        store.close()
+        for f in files:
+            if f.exists():
+                f.chmod(0o644)
+        again = SQLiteMemoryStore(tmp_path / "memory.sqlite")
+        assert again.count("cam") == 1
+        assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files if f.exists())
+        again.close()
+    finally:
+        os.umask(old)
 
 
 def test_time_range_queries_return_overlapping_nodes_in_order(store):

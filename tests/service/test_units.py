@@ -107,6 +107,11 @@ def test_registry_is_private_and_atomic(tmp_path: Path) -> None:
     registry.remove("yard")
     assert [s.name for s in registry.load()] == ["door"]
     assert not list(registry.path.parent.glob("*.tmp"))
+    # A world-readable .tmp left by a crash does not make the list world-readable.
+    registry.path.with_suffix(".tmp").write_text("")
+    registry.path.with_suffix(".tmp").chmod(0o644)
+    registry.remove("door")
+    assert stat.S_IMODE(os.stat(registry.path).st_mode) == 0o600
 
 
 def test_observed_store_announces_nodes(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from lucy.memory.store import MemoryStore
 from lucy.service import http_errors, state
 from lucy.service.auth import TokenGuard
 from lucy.service.guards import BodyLimit, HostGuard
+from lucy.service.headers import SecurityHeaders
 from lucy.service.routes import ROUTERS, dashboard
 
 
@@ -30,10 +31,11 @@ def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> 
     for router in ROUTERS:
         app.include_router(router)
     dashboard.mount_static(app)
-    # The last added runs first: the Host check, then the token, then the body limit.
+    # The last added runs first: the browser headers, the Host check, then the token, then the body limit.
     app.add_middleware(BodyLimit, max_bytes=settings.service.max_body_bytes)
     token = settings.service.api_token
     if token is not None:
         app.add_middleware(TokenGuard, token=token.get_secret_value())
     app.add_middleware(HostGuard, settings=settings.service)
+    app.add_middleware(SecurityHeaders)  # outermost: the guards' refusals carry the browser headers too
     return app

@@ -386,3 +386,29 @@ def test_classifier_on_real_failures(tmp_path: Path) -> None:
         SQLiteMemoryStore(tmp_path / "a-directory")
     assert service_error_for(cannot_open.value) is None
     assert service_error_for(ValueError("nothing to do with the environment")) is None
+
+
+# ------------------------------------------------------------------------------------------------ browser headers
+
+
+def test_browser_hardening_headers_on_every_answer(server: LucyServer) -> None:
+    """The dashboard, its files, API answers, errors and the guards' own refusals all carry the headers; the CDN
+    pages /docs and /redoc get their own (looser) policy, still never framed."""
+    from lucy.service.headers import CSP, DOCS_CSP
+
+    for path, host, status in (("/", None, 200), ("/static/dashboard.js", None, 200), ("/v1/streams", None, 200),
+                               ("/no/such/route", None, 404), ("/metrics", None, 200),
+                               ("/v1/streams", "evil.example", 421)):
+        r = httpx.get(server.url + path, headers={"Host": host} if host else {})
+        assert r.status_code == status, (path, r.text)
+        assert r.headers["content-security-policy"] == CSP, path
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["x-frame-options"] == "DENY"
+        assert r.headers["referrer-policy"] == "no-referrer"
+    for directive in ("default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"):
+        assert directive in CSP
+    assert "unsafe-inline" not in CSP and "http" not in CSP  # the dashboard runs only its own files
+    for path in ("/docs", "/redoc"):
+        r = httpx.get(server.url + path)
+        assert r.status_code == 200 and r.headers["content-security-policy"] == DOCS_CSP
+        assert "frame-ancestors 'none'" in DOCS_CSP and r.headers["x-frame-options"] == "DENY"

@@ -11,3 +11,8 @@ class SourceError(LucyError):
 
 class StoreError(LucyError):
     """The data directory cannot hold what was asked (bad stream name, conflicting source...)."""
+
+
+class InputError(LucyError, ValueError):
+    """What a user typed cannot be used (a question empty once invisible characters are removed, duplicate
+    options). A ValueError too, so that pydantic validators at the HTTP edge turn it into a 422."""

@@ -627,14 +627,14 @@ class PostgresMemoryStore(MemoryStore):
 
     # ----------------------------------------------------------------------------------- questions
 
-    def add_question(self, stream: str, question: str, options: Sequence[str] = (), horizon: float = 0.0) -> int:
+    def _add_question(self, stream: str, question: str, options: Sequence[str], horizon: float) -> int:
         row = self._run(lambda c: c.execute(
             "INSERT INTO questions (stream, question, options, horizon, asked) VALUES (%s, %s, %s, %s, %s) "
             "RETURNING id", (stream, question, json.dumps(list(options)), float(horizon), time.time())).fetchone(),
             write=True)
         return int(row[0])
 
-    def set_answer(self, question_id: int, answer: dict[str, object]) -> None:
+    def _set_answer(self, question_id: int, answer: dict[str, object]) -> None:
         updated = self._run(lambda c: c.execute("UPDATE questions SET answer = %s, answered = %s WHERE id = %s",
                                                 (json.dumps(answer), time.time(), int(question_id))).rowcount,
                             write=True)
@@ -649,8 +649,8 @@ class PostgresMemoryStore(MemoryStore):
 
     # ----------------------------------------------------------------------------------- watches
 
-    def add_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
-                  webhook_url: str | None = None) -> Watch:
+    def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float,
+                   webhook_url: str | None) -> Watch:
         check_watch(question, cooldown_seconds)
         until = self.captioned_until(stream)
         created = time.time()
@@ -673,7 +673,7 @@ class PostgresMemoryStore(MemoryStore):
         return self._run(lambda c: c.execute("UPDATE watches SET active = false WHERE id = %s AND active",
                                              (int(watch_id),)).rowcount > 0, write=True)
 
-    def add_alert(self, alert: Alert) -> Alert:
+    def _add_alert(self, alert: Alert) -> Alert:
         def write(db: Cursor) -> Any:
             self._fenced(db, alert.stream)
             return db.execute(

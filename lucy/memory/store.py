@@ -2,7 +2,8 @@
 
 Callers know :class:`MemoryStore` alone; a backend (SQLite today, PostgreSQL tomorrow) implements it and keeps its
 connections and files to itself. Whoever wants to see what is stored (the server's event bus, metrics) registers a
-:class:`MemoryObserver` instead of wrapping the store.
+:class:`MemoryObserver` instead of wrapping the store. Every text written goes through this class first and loses its
+NUL characters (:func:`lucy.untrusted.strip_nul`): PostgreSQL refuses them, SQLite keeps them; both hold the same.
 """
 
 from __future__ import annotations
@@ -12,14 +13,34 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from lucy.config import Level
 from lucy.memory.nodes import MemoryNode
+from lucy.untrusted import strip_nul
 from lucy.watch.model import Alert, Watch
 
 log = logging.getLogger(__name__)
+
+def _node_without_nul(node: MemoryNode) -> MemoryNode:
+    if "\0" not in node.text and "\0" not in node.instruction and "\0" not in node.model:
+        return node
+    return replace(node, text=strip_nul(node.text), instruction=strip_nul(node.instruction),
+                   model=strip_nul(node.model))
+
+
+def _without_nul(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings) with NUL taken out of every string in it."""
+    if isinstance(value, str):
+        return strip_nul(value)
+    if isinstance(value, dict):
+        return {strip_nul(str(k)) if isinstance(k, str) else k: _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nul(v) for v in value]
+    return value
 
 
 def text_hash(text: str) -> str:
@@ -78,7 +99,7 @@ class MemoryStore(ABC):
 
     def add_many(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
         """Store several nodes in one transaction (as :meth:`add` stores one)."""
-        stored = self._add_nodes(nodes)
+        stored = self._add_nodes([_node_without_nul(n) for n in nodes])
         if stored:
             self._notify_added(stored)
         return stored
@@ -148,13 +169,21 @@ class MemoryStore(ABC):
 
     # ----------------------------------------------------------------------------------- questions
 
-    @abstractmethod
     def add_question(self, stream: str, question: str, options: Sequence[str] = (), horizon: float = 0.0) -> int:
         """Record a question as it arrives; returns its id (used as the origin of the nodes it creates)."""
+        return self._add_question(stream, strip_nul(question), [strip_nul(o) for o in options], horizon)
 
     @abstractmethod
+    def _add_question(self, stream: str, question: str, options: Sequence[str], horizon: float) -> int:
+        """Backend: :meth:`add_question` (its text has no NUL)."""
+
     def set_answer(self, question_id: int, answer: dict[str, object]) -> None:
         """Record the answer object of a question."""
+        self._set_answer(question_id, _without_nul(answer))
+
+    @abstractmethod
+    def _set_answer(self, question_id: int, answer: dict[str, object]) -> None:
+        """Backend: :meth:`set_answer` (no NUL in any of its texts)."""
 
     @abstractmethod
     def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
@@ -162,12 +191,17 @@ class MemoryStore(ABC):
 
     # ----------------------------------------------------------------------------------- watches
 
-    @abstractmethod
     def add_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
                   webhook_url: str | None = None) -> Watch:
         """Register a standing question on a stream. Its progress starts at the stream's coarse captions so far
         (:meth:`captioned_until`): it is checked from the next closed span on (:meth:`set_watch_progress` to 0
         checks the past too, while the stream is still ingested)."""
+        return self._add_watch(stream, strip_nul(question), cooldown_seconds=cooldown_seconds,
+                               webhook_url=webhook_url)
+
+    @abstractmethod
+    def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float, webhook_url: str | None) -> Watch:
+        """Backend: :meth:`add_watch` (its question has no NUL)."""
 
     @abstractmethod
     def watches(self, stream: str | None = None) -> list[Watch]:
@@ -177,9 +211,13 @@ class MemoryStore(ABC):
     def delete_watch(self, watch_id: int) -> bool:
         """Make a watch inactive (its alerts stay as history); False if there is no active watch with that id."""
 
-    @abstractmethod
     def add_alert(self, alert: Alert) -> Alert:
         """Store an alert; returns it with ``id`` set (ids grow: pollers follow with ``after_id``)."""
+        return self._add_alert(replace(alert, question=strip_nul(alert.question), reason=strip_nul(alert.reason)))
+
+    @abstractmethod
+    def _add_alert(self, alert: Alert) -> Alert:
+        """Backend: :meth:`add_alert` (its texts have no NUL)."""
 
     @abstractmethod
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -285,6 +286,26 @@ class ConceptEmbedder(Embedder):
 
     def embed_query(self, text):
         return self._vector(text)
+
+
+def test_nul_characters_are_taken_out_of_every_text_written(memory):
+    """PostgreSQL refuses U+0000 in text and SQLite keeps it: every text a store writes (captions, transcripts,
+    instructions, questions and options, answers, watches, alerts) loses it on the way in, so both hold the same."""
+    caption, said = memory.add_many([coarse(0, 60, "PLATFORM\x00 7 sign", instruction="read\x00 it"),
+                                     MemoryNode("cam", "speech", 5, 8, "mind\x00 the gap")])
+    assert (caption.text, caption.instruction, said.text) == ("PLATFORM 7 sign", "read it", "mind the gap")
+    assert [n.text for n in memory.nodes("cam")] == ["PLATFORM 7 sign", "mind the gap"]
+    assert [node.text for node, _ in memory.search("cam", "platform")] == ["PLATFORM 7 sign"]
+    qid = memory.add_question("cam", "which\x00 platform?", ["7\x00", "8"], horizon=60.0)
+    memory.set_answer(qid, {"answer": "7\x00", "trace": [{"detail": "read\x00"}]})
+    (row,) = memory.questions("cam")
+    assert (row["question"], row["options"]) == ("which platform?", ["7", "8"])
+    assert row["answer"] == {"answer": "7", "trace": [{"detail": "read"}]}
+    watch = memory.add_watch("cam", "a van\x00 parks?")
+    assert watch.question == "a van parks?" and memory.watches("cam")[0].question == "a van parks?"
+    alert = memory.add_alert(replace(_alert(watch.id), question="a van\x00 parks?", reason="seen\x00 it"))
+    assert (alert.question, alert.reason) == ("a van parks?", "seen it")
+    assert [(a.question, a.reason) for a in memory.alerts("cam")] == [("a van parks?", "seen it")]
 
 
 def test_hybrid_search_over_the_store(memory):

@@ -16,3 +16,7 @@ class StoreError(LucyError):
 class InputError(LucyError, ValueError):
     """What a user typed cannot be used (a question empty once invisible characters are removed, duplicate
     options). A ValueError too, so that pydantic validators at the HTTP edge turn it into a 422."""
+
+
+class WebhookRefused(InputError):
+    """A webhook URL names a host that webhooks may not go to (cloud metadata, link-local, not an allowed host...)."""

@@ -629,12 +629,37 @@ class AlertSettings(_Section):
                                 "the memory store (the stream workers write them there).")
     catch_up_seconds: float = Field(3600.0, ge=0, description="On start, alerts raised while no server delivered "
                                     "them (by `lucy ingest`, or before a restart) are delivered if younger than this; "
+    webhook_allowed_hosts: list[str] = Field(
+        default_factory=list, max_length=256,
+        description="Host names or addresses webhooks may go to ('*.example.com': its subdomains); empty: any host "
+                    "but those always refused (link-local and cloud metadata addresses and names, unspecified "
+                    "addresses, and on loopback this server's port and Ray's ports). A watch naming another host "
+                    "is refused (422), and every delivery checks the addresses its host resolves to.")
                                     "older ones are counted as stale and skipped.")
 
     @model_validator(mode="after")
     def _backoff_grows(self) -> AlertSettings:
         if self.webhook_max_seconds < self.webhook_initial_seconds:
             raise ValueError(f"alerts.webhook_max_seconds ({self.webhook_max_seconds:g}) is below "
+    @field_validator("webhook_allowed_hosts")
+    @classmethod
+    def _webhook_hosts(cls, value: list[str]) -> list[str]:
+        import ipaddress
+        import re
+
+        names = []
+        for raw in value:
+            name = raw.strip().lower().rstrip(".").removeprefix("[").removesuffix("]")
+            try:
+                ipaddress.ip_address(name)
+            except ValueError:
+                if len(name) > 253 or not re.fullmatch(r"(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?", name):
+                    raise ValueError(f"alerts.webhook_allowed_hosts: {raw!r} is not a host name or address: give "
+                                     "it without scheme, port or path (e.g. 'homeassistant.local', "
+                                     "'*.hooks.example.com', '192.168.1.10')") from None
+            names.append(name)
+        return names
+
                              f"alerts.webhook_initial_seconds ({self.webhook_initial_seconds:g})")
         return self
 

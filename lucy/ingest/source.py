@@ -461,20 +461,59 @@ def _image_size(path: str, limit: int) -> tuple[str, int] | None:
     return f"{width}x{height} = {width * height:,} pixels", width * height
 
 
+def _declared_size(path: str) -> tuple[str, int] | None:
+    """``(size as text, pixels)`` that a video file's container declares, or None if it declares none.
+
+    With ``max_pixels`` FFmpeg forgets a declared size over it (its probe's decoder refuses to open: width 0, or
+    the open fails with EINVAL). A second open without it and with ``skip_frame`` decodes no picture.
+    """
+    try:
+        with av.open(path, options={**LOCAL_FILE_OPTIONS, "skip_frame": "all"}) as container:
+            if not container.streams.video:
+                return None
+            context = container.streams.video[0].codec_context
+            width, height = context.width, context.height
+    except (av.error.FFmpegError, OSError):
+        return None
+    return (f"{width}x{height} = {width * height:,} pixels", width * height) if width and height else None
+
+
+def _refuse_oversized(size: tuple[str, int] | None, what: str, settings: IngestSettings) -> None:
+    limit = settings.max_source_pixels
+    if size is not None and size[1] > limit:
+        raise SourceError(f"{what} has pictures of {size[0]}, more than ingest.max_source_pixels "
+                          f"({limit:,}) allows")
+
+
 def _check_picture_size(stream: av.VideoStream, what: str, settings: IngestSettings,
                         local_path: str | None) -> None:
-    limit = settings.max_source_pixels
     width, height = stream.codec_context.width, stream.codec_context.height
     if width and height:
         size: tuple[str, int] | None = (f"{width}x{height} = {width * height:,} pixels", width * height)
     elif local_path is not None:
-        # FFmpeg learns an image's size by decoding it, which max_pixels stopped: read the file's header instead.
-        size = _image_size(local_path, limit)
+        # FFmpeg learns an image's size by decoding it, which max_pixels stopped: read the file's header instead
+        # (an image's, else the container's).
+        size = _image_size(local_path, settings.max_source_pixels) or _declared_size(local_path)
     else:
         size = None  # unknown until decoded: the decoder's max_pixels still refuses an oversized picture
-    if size is not None and size[1] > limit:
-        raise SourceError(f"{what} has pictures of {size[0]}, more than ingest.max_source_pixels "
-                          f"({limit:,}) allows")
+    _refuse_oversized(size, what, settings)
+
+
+def check_picture_size(path: str, settings: IngestSettings) -> None:
+    """Refuse a local file whose pictures are over ``ingest.max_source_pixels`` (:class:`SourceError`), without
+    decoding one; any other problem is left for the source itself to report. The API calls it before it makes a
+    stream, so that such a file leaves no failed stream behind."""
+    try:
+        container = av.open(path, options={**LOCAL_FILE_OPTIONS, **_picture_options(settings)})
+    except (av.error.FFmpegError, OSError) as err:
+        if isinstance(err, OSError) and err.errno == errno.EINVAL:
+            _refuse_oversized(_image_size(path, settings.max_source_pixels) or _declared_size(path), path, settings)
+        return
+    try:
+        if container.streams.video:
+            _check_picture_size(container.streams.video[0], path, settings, path)
+    finally:
+        container.close()
 
 
 def _audio_stream(container: av.container.InputContainer, settings: IngestSettings) -> av.AudioStream | None:
@@ -548,6 +587,10 @@ class FileSource(Source):
             self._container = av.open(name, options=options,
                                       timeout=(settings.connect_timeout_seconds, settings.read_timeout_seconds))
         except (av.error.FFmpegError, OSError) as err:
+            if not is_url and isinstance(err, OSError) and err.errno == errno.EINVAL:
+                # FFmpeg's probe may refuse an oversized picture with a bare "Invalid argument": say why instead.
+                _refuse_oversized(_image_size(name, settings.max_source_pixels) or _declared_size(name),
+                                  self.description, settings)
             raise SourceError(f"cannot read {self.description} as video: {_ffmpeg_reason(err)}"
                               f"{_tls_hint(path, settings) if _is_eio(err) else ''}") from None
         self._stream, self._audio = _streams(self._container, self.description, settings, None if is_url else name)

@@ -187,8 +187,9 @@ class MetricsExporter:
         self.alerts: DeliveryStats | None = None
         self.alerts_raised = Counter("lucy_alerts_total", "Alerts raised by standing questions.", s, registry=r)
         self.alert_deliveries = Counter(
-            "lucy_alert_deliveries_total", "Alert deliveries by sink (sse, mqtt, webhook) and outcome (delivered, "
-            "queued, retried, rejected, failed, error).", ("sink", "outcome"), registry=r)
+            "lucy_alert_deliveries_total", "Alert deliveries by sink (sse, mqtt, webhook) and final outcome "
+            "(delivered, queued, failed, refused, stale, error); never a host, port or HTTP status.",
+            ("sink", "outcome"), registry=r)
         self.alert_latency = Histogram(
             "lucy_alert_latency_seconds", "Wall time from the end of the event to the alert being stored.",
             buckets=ALERT_LATENCY_BUCKETS, registry=r)

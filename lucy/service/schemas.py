@@ -254,7 +254,9 @@ class WatchIn(_Body):
     webhook_url: str | None = Field(
         None, min_length=8, max_length=2048,
         description="http:// or https:// URL the server POSTs each alert to (signed with alerts.webhook_secret when "
-                    "set). The server connects outward to it: to any host this URL names.",
+                    "set). The server connects outward to it: never to link-local or cloud metadata addresses, "
+                    "nor to its own or Ray's ports on loopback; with alerts.webhook_allowed_hosts set, only to "
+                    "those hosts (else 422).",
         examples=["https://hooks.example.com/lucy"])
 
     @field_validator("webhook_url")

@@ -152,11 +152,18 @@ def _follow_alerts(svc: Service) -> None:
     svc.tasks.append(asyncio.create_task(svc.alerts.run(), name="alerts"))
 
 
+def webhook_policy(svc: Service) -> Any:
+    """Where this server's webhooks may go (:class:`lucy.watch.targets.WebhookPolicy`): never its own port."""
+    from lucy.watch.targets import WebhookPolicy
+
+    return WebhookPolicy(svc.settings.alerts.webhook_allowed_hosts, server_port=svc.settings.service.port)
+
+
 def _outward_sinks(svc: Service, stats: Any) -> list[Any]:
     """Where alerts go beyond this server's own clients: webhooks, and MQTT when its bridge runs here."""
     from lucy.watch.delivery import MqttSink, WebhookSink
 
-    sinks: list[Any] = [WebhookSink(svc.settings.alerts, stats)]
+    sinks: list[Any] = [WebhookSink(svc.settings.alerts, stats, policy=webhook_policy(svc))]
     if svc.mqtt is not None:
         sinks.append(MqttSink(svc.mqtt, stats))
     return sinks

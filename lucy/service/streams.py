@@ -33,7 +33,7 @@ from lucy.errors import SourceError, StoreError
 from lucy.ingest import FrameStores, check_stream_name, open_frames, redact_url
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
-from lucy.ingest.source import LIVE_SCHEMES, redact_source, split_source_url
+from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, redact_source, split_source_url
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
 from lucy.service.errors import Conflict, InvalidRequest, NotFound
@@ -321,6 +321,18 @@ class StreamManager:
             managed = set(self._streams)
         return sorted(managed | set(self.frames.names()))
 
+    def recorded(self) -> set[str]:
+        """The streams this server records: those it runs and those of its stream list (not resumed, or not yet).
+        Retention touches these alone; a stream only stored in the data directory (``lucy ingest``'s, or one
+        removed from the server) is left as it is. An unreadable stream list counts as empty (said in the log)."""
+        with self._lock:
+            names = set(self._streams)
+        try:
+            names.update(spec.name for spec in self.registry.load())
+        except StoreError as err:
+            log.warning("%s", err)
+        return names
+
     def require(self, name: str) -> str:
         """``name`` if such a stream exists (422 for a bad name, 404 for an unknown one)."""
         try:
@@ -427,6 +439,10 @@ class StreamManager:
                 check_local_source(resolved, roots)
             except SourceError as err:
                 raise InvalidRequest(str(err)) from None
+        try:  # refused here, not by a worker that would leave a failed stream behind
+            check_picture_size(str(resolved), self.settings.ingest)
+        except SourceError as err:
+            raise InvalidRequest(str(err)) from None
         return str(resolved)
 
     def add(self, name: str, source: str, *, preset: str | None = None, captioner: str | None = None,

@@ -7,7 +7,13 @@ into the memory store and hands each new one to every sink, once.
 - :class:`WebhookSink`: a POST of the alert to its watch's ``webhook_url``, signed with ``alerts.webhook_secret``
   (``X-Lucy-Signature: sha256=<hex HMAC-SHA256 of the raw body>``) and retried with exponential backoff on
   connection errors, timeouts, 5xx and 429 (never on other answers). One task per delivery, a bounded number of
-  requests at once: a dead receiver never holds up other alerts or sinks.
+  requests at once: a dead receiver never holds up other alerts or sinks. Every try first checks where the URL's
+  host resolves to (:class:`lucy.watch.targets.WebhookPolicy`: never cloud metadata, link-local addresses or Ray's
+  ports) and connects to the address it checked.
+
+Metrics count final outcomes by sink only (``delivered``, ``failed``, ``refused`` for webhooks), never a host, a
+port or an HTTP status: otherwise whoever may add watches could read from /metrics which ports answer HTTP where.
+The log says what happened to each webhook, for the operator.
 
 Across restarts: :class:`AlertFollower` keeps how far it has delivered in the memory store (its cursor), so alerts
 raised while the server was down (by ``lucy ingest``, say) are delivered when it starts again, unless older than
@@ -36,7 +42,9 @@ import httpx
 from lucy import __version__
 from lucy.config.settings import AlertSettings
 from lucy.memory.store import MemoryStore
+from lucy.errors import WebhookRefused
 from lucy.watch.model import Alert, Watch
+from lucy.watch.targets import WebhookPolicy
 
 log = logging.getLogger(__name__)
 
@@ -145,16 +153,20 @@ class MqttSink:
 
 class WebhookSink:
     """POSTs each alert of a watch with a ``webhook_url`` there, signed and retried (see the module's doc).
-    Outcomes: ``delivered`` (2xx), ``retried`` (each retry), ``rejected`` (an answer that is not retried: other
-    4xx, 3xx), ``failed`` (retries used up)."""
+    Outcomes counted: ``delivered`` (2xx), ``failed`` (an answer that is not retried, other 4xx or 3xx, or retries
+    used up), ``refused`` (the URL's host is, or resolves to, an address webhooks may not go to)."""
 
     name = "webhook"
 
     def __init__(self, settings: AlertSettings, stats: DeliveryStats,
-                 client: httpx.AsyncClient | None = None) -> None:
+                 client: httpx.AsyncClient | None = None, policy: WebhookPolicy | None = None) -> None:
         self.settings, self.stats = settings, stats
-        # Redirects are not followed: the receiver is where the watch said, nowhere else.
+        self.policy = policy or WebhookPolicy(settings.webhook_allowed_hosts)
+        # Redirects are not followed: the receiver is where the watch said, nowhere else. No connection is kept:
+        # requests go to a checked address with the host's name for TLS, and a kept connection to one name must
+        # not carry another's request that resolved to the same address.
         self.client = client or httpx.AsyncClient(timeout=settings.webhook_timeout_seconds, follow_redirects=False,
+                                                  limits=httpx.Limits(max_keepalive_connections=0),
                                                   headers={"User-Agent": f"lucy/{__version__}"})
         self._slots = asyncio.Semaphore(settings.webhook_max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -187,8 +199,14 @@ class WebhookSink:
         for attempt in range(s.webhook_retries + 1):
             async with self._slots:
                 try:
-                    response = await self.client.post(url, content=body, headers=headers)
+                    response = await self._send(url, body, headers)
                     status, problem = response.status_code, f"HTTP {response.status_code}"
+                except WebhookRefused as err:
+                    log.warning("webhook of alert %d to %s not sent: %s", alert_id, where(url), err)
+                    self.stats.outcome(self.name, "refused")
+                    return
+                except OSError as err:  # the name does not resolve (now)
+                    status, problem = None, f"cannot resolve the host ({err.strerror or err})"
                 except httpx.TransportError as err:  # connection refused or reset, timeouts, TLS
                     status, problem = None, type(err).__name__
             if status is not None and 200 <= status < 300:
@@ -196,7 +214,7 @@ class WebhookSink:
                 return
             if status is not None and status < 500 and status != 429:
                 log.warning("webhook of alert %d to %s refused with %s; not retried", alert_id, where(url), problem)
-                self.stats.outcome(self.name, "rejected")
+                self.stats.outcome(self.name, "failed")
                 return
             if attempt == s.webhook_retries:
                 log.warning("webhook of alert %d to %s failed (%s) after %d tries; given up", alert_id, where(url),
@@ -204,9 +222,17 @@ class WebhookSink:
                 self.stats.outcome(self.name, "failed")
                 return
             log.info("webhook of alert %d to %s: %s; retrying in %.1f s", alert_id, where(url), problem, delay)
-            self.stats.outcome(self.name, "retried")
             await asyncio.sleep(delay)
             delay = min(delay * 2, s.webhook_max_seconds)
+
+    async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST to the address the policy checked (against DNS rebinding), naming the URL's host in ``Host`` and
+        in TLS (SNI and the certificate check)."""
+        address = await self.policy.resolve(url)
+        target = httpx.URL(url)
+        host = target.netloc.decode("ascii").rpartition("@")[2]  # host[:port] as the URL gives it
+        return await self.client.post(target.copy_with(host=address), content=body, headers={**headers, "Host": host},
+                                      extensions={"sni_hostname": target.host})
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -15,6 +15,8 @@ from pydantic import ValidationError
 from lucy.config import load_settings
 from lucy.errors import SourceError
 from lucy.ingest import Ingestor, list_streams, open_source
+from lucy.ingest.source import check_picture_size
+from lucy.ingest.zarr_store import frames_root
 from lucy.synth import write_video
 
 
@@ -97,3 +99,27 @@ def test_setting_is_bounded():
     for bad in (0, 10**12):
         with pytest.raises(ValidationError):
             load_settings(**{"ingest.max_source_pixels": bad})
+
+
+@pytest.fixture(scope="module")
+def big_mjpeg(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Motion JPEG of 12000x12000 pictures in Matroska (2 MB: a uniform JPEG compresses tiny). With max_pixels,
+    FFmpeg's probe forgot the size the container declares (issue 26: width 0, and FFmpeg's "Invalid argument")."""
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("mjpeg")
+    Image.new("RGB", (12000, 12000), (40, 40, 40)).save(folder / "big.jpg", quality=50)
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-framerate", "2", "-loop", "1", "-t", "1", "-i",
+                    str(folder / "big.jpg"), "-c:v", "copy", str(folder / "big.mkv")], check=True, timeout=120)
+    return folder / "big.mkv"
+
+
+def test_huge_pictures_a_container_declares_are_refused(big_mjpeg, settings):
+    with pytest.raises(SourceError, match=r"12000x12000 = 144,000,000 pixels, more than ingest.max_source_pixels"):
+        open_source(str(big_mjpeg), settings.ingest)
+    with pytest.raises(SourceError, match="12000x12000"):
+        check_picture_size(str(big_mjpeg), settings.ingest)
+    with pytest.raises(SourceError, match="max_source_pixels"):
+        Ingestor(settings, str(big_mjpeg), "big").run()
+    assert list_streams(settings.data) == [] and not (frames_root(settings.data) / "big").exists()
+    check_picture_size(str(write_video(big_mjpeg.parent / "v.mp4", duration=1, fps=5)), settings.ingest)  # fine

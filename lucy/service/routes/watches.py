@@ -15,7 +15,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from lucy.service import sse
 from lucy.service.errors import NotFound
 from lucy.service.schemas import AlertList, WatchIn, WatchList, WatchOut
-from lucy.service.state import Service, service
+from lucy.service.state import Service, service, webhook_policy
 from lucy.watch.delivery import alert_json
 
 router = APIRouter(tags=["watches"])
@@ -29,6 +29,8 @@ router = APIRouter(tags=["watches"])
 async def add_watch(name: str, body: WatchIn, request: Request) -> dict[str, Any]:
     svc = service(request)
     await asyncio.to_thread(svc.manager.require, name)
+    if body.webhook_url is not None:
+        webhook_policy(svc).check_url(body.webhook_url)  # 422 for a host webhooks may not go to
     options: dict[str, Any] = {"webhook_url": body.webhook_url}
     if body.cooldown_seconds is not None:
         options["cooldown_seconds"] = body.cooldown_seconds

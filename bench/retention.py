@@ -77,6 +77,7 @@ def run_retention(*, seconds: float = 90.0, streams: int = 3, disk_mb: int = 64,
             "retention.full_seconds": full_seconds, "retention.keep_seconds": keep_seconds,
             "retention.interval_seconds": interval_seconds,
             "retention.min_free_bytes": min_free_mb * MB if mounted else 0,
+            "retention.min_free_fraction": 0.5,  # the floor asked for, not a tenth of the small disk
             "retention.max_bytes": 0 if mounted else bound,
         }
         settings = load_settings(data=data, **flags)

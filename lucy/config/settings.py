@@ -583,7 +583,11 @@ class RetentionSettings(_Section):
     min_free_bytes: int = Field(
         GIB, ge=0, le=1 << 60,
         description="Free space kept on the data directory's disk: before it falls below this, the oldest frames "
-                    "are deleted (0: no floor).")
+                    "are deleted (0: no floor). At most min_free_fraction of the disk's size.")
+    min_free_fraction: float = Field(
+        0.1, gt=0, le=0.5,
+        description="Cap on the free-space floor, as a fraction of the data directory's disk size: a small disk "
+                    "gets a floor it can meet (100 MB disk: 10 MB, not min_free_bytes), said at start.")
     interval_seconds: float = Field(
         10.0, ge=0.1, le=3600, description="How often the maintainer applies these rules.")
 

@@ -1,7 +1,8 @@
 """The storage maintainer: keeps a data directory's frames within their ages and its disk within bounds.
 
 Every ``retention.interval_seconds`` (an asyncio task of ``lucy serve``; the work runs in a thread), for every
-stream of the data directory:
+stream the server records (those of its stream list: a stream that ``lucy ingest`` recorded, or that was removed from
+the server without ``purge``, is never touched):
 
 - age rules, against the stream's newest committed frame: frames older than ``full_seconds`` are thinned to the
   coarse level's rate (:meth:`FrameStore.thin_before`), frames older than ``keep_seconds`` are deleted
@@ -9,6 +10,16 @@ stream of the data directory:
 - a disk-pressure guard, for all streams together (Frigate's storage maintainer): while the stored frame bytes
   exceed ``max_bytes`` or the disk's free space is below ``min_free_bytes``, the oldest frames by wall-clock time
   across streams are deleted, a step at a time, until the bound holds again (never a stream's newest frame).
+
+Retention never destroys what it cannot save:
+
+- frames not yet captioned are kept: a stream with a captioner keeps every frame from the end of its captioned
+  coarse memory on (:meth:`MemoryStore.captioned_until`), whatever its ages and the guard say; once a span's coarse
+  node is stored its frames may go (a stream whose captioner is ``none`` is never captioned: its ages and the guard
+  apply to all of its frames);
+- a free-space floor the disk cannot meet is scaled to it: the floor is ``min(min_free_bytes, min_free_fraction *
+  the disk's size)`` (a 100 MB volume keeps 10 MB free, not 1 GiB: the default floor would otherwise delete all but
+  each stream's newest frame), and the maintainer says so in the log, with the figures, when it starts.
 
 Memory text is never deleted: questions about a span whose frames are gone answer from memory and say the frames
 have expired. Bytes stored are counted cheaply (:meth:`FrameStore.stored_bytes`: one count per stream, then a
@@ -23,20 +34,24 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import math
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import FrameStore, FrameStores
 from lucy.ingest.zarr_store import open_frames
 from lucy.metrics.stats import RetentionStats
+
+if TYPE_CHECKING:
+    from lucy.memory.store import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +64,15 @@ _T = TypeVar("_T")
 
 @dataclass
 class RetentionPass:
-    """What one pass did: bytes freed per (stream, reason), bytes stored per stream after it, the disk's free
-    space, and whether the guard's bound still fails (only the streams' newest frames are left)."""
+    """What one pass did: bytes freed per (stream, reason), bytes stored per stream after it, where each stream's
+    uncaptioned (kept) frames begin, the disk's free space and the floor kept, and whether the guard's bound still
+    fails (only the streams' newest frames and their uncaptioned ones are left)."""
 
     freed: dict[tuple[str, str], int] = field(default_factory=dict)
     stored: dict[str, int] = field(default_factory=dict)
+    kept_from: dict[str, float] = field(default_factory=dict)
     disk_free: int | None = None
+    min_free: int | None = None
     over_bound: bool = False
     seconds: float = 0.0
 
@@ -64,21 +82,26 @@ class RetentionPass:
 
 
 class RetentionMaintainer:
-    """Applies retention to every stream of ``settings.data``. ``settings_for(name)`` gives a stream's own
-    settings (its preset and retention ages); the guard's bounds and the interval are ``settings``'s.
+    """Applies retention to the streams ``streams()`` names (default: every stream of ``settings.data``).
+    ``settings_for(name)`` gives a stream's own settings (its preset, captioner and retention ages); the guard's
+    bounds and the interval are ``settings``'s. Given ``memory``, frames not yet captioned into it are kept.
 
     There must be one per data directory (``lucy serve`` holds the directory's server lock): it is the only
     process that deletes frames or writes the streams' retention records."""
 
     def __init__(self, settings: LucySettings, *, settings_for: Callable[[str], LucySettings] | None = None,
-                 stats: RetentionStats | None = None, frames: FrameStores | None = None) -> None:
+                 stats: RetentionStats | None = None, frames: FrameStores | None = None,
+                 streams: Callable[[], Iterable[str]] | None = None, memory: MemoryStore | None = None) -> None:
         self.settings = settings
         self.data = Path(settings.data)
         self.frames = frames if frames is not None else open_frames(settings)
         self.settings_for = settings_for or (lambda _name: settings)
+        self.streams = streams
+        self.memory = memory
         self.stats = stats or RetentionStats()
         self._stores: dict[str, tuple[FrameStore, float | None]] = {}  # name -> (store, its creation time)
         self._stuck_warned = False
+        self._floor_said: tuple[int, int] | None = None  # (disk size, floor) last said in the log
         self._stopping = threading.Event()  # a pass in its thread stops between steps once the task is cancelled
 
     # ------------------------------------------------------------------------------------------ running
@@ -105,6 +128,9 @@ class RetentionMaintainer:
         if not self.data.is_dir():
             return report
         names = self.frames.names()
+        if self.streams is not None:  # only what this server records: never a stream it does not know
+            mine = set(self.streams())
+            names = [name for name in names if name in mine]
         for gone in set(self._stores) - set(names):
             del self._stores[gone]
         for gone in set(self.stats.snapshot()[0]) - set(names):
@@ -113,6 +139,7 @@ class RetentionMaintainer:
         for name in names:
             try:
                 store = self._store(name)
+                report.kept_from[name] = self._kept_from(name)
                 self._ages(name, store, report)
                 report.stored[name] = self._room(store.stored_bytes)
                 stores[name] = store
@@ -153,6 +180,27 @@ class RetentionMaintainer:
 
     # ------------------------------------------------------------------------------------------ rules
 
+    def _kept_from(self, name: str) -> float:
+        """Media time from which the stream's frames are kept whatever the rules say: the end of its captioned
+        coarse memory (infinity without a memory store, or for a stream without a captioner: nothing would ever
+        caption them)."""
+        if self.memory is None or self.settings_for(name).captioner.backend == "none":
+            return math.inf
+        return self.memory.captioned_until(name)
+
+    def min_free(self, disk_size: int) -> int:
+        """The free-space floor kept on a disk of ``disk_size`` bytes: ``min_free_bytes``, at most
+        ``min_free_fraction`` of the disk (said in the log at WARNING, once per figure, when that lowers it)."""
+        bounds = self.settings.retention
+        floor = min(bounds.min_free_bytes, int(bounds.min_free_fraction * disk_size))
+        if floor < bounds.min_free_bytes and self._floor_said != (disk_size, floor):
+            log.warning("frame retention: retention.min_free_bytes (%.1f MB) cannot be kept free on the data "
+                        "directory's disk of %.1f MB: it keeps %.1f MB free instead (retention.min_free_fraction = "
+                        "%g of the disk)", bounds.min_free_bytes / 1e6, disk_size / 1e6, floor / 1e6,
+                        bounds.min_free_fraction)
+        self._floor_said = (disk_size, floor)
+        return floor
+
     def _ages(self, name: str, store: FrameStore, report: RetentionPass) -> None:
         """Age rules, measured from the stream's newest committed frame."""
         settings = self.settings_for(name)
@@ -160,12 +208,13 @@ class RetentionMaintainer:
         info = store.info()
         if info.last_time is None:
             return
+        kept = report.kept_from.get(name, math.inf)  # neither rule reaches frames not yet captioned
         if rules.keep_seconds > 0:
-            self._advance(store, report, "expired", info.last_time - rules.keep_seconds,
+            self._advance(store, report, "expired", min(info.last_time - rules.keep_seconds, kept),
                           lambda: store.info().expired_before, store.drop_before)
         keep_fps = settings.levels.coarse.fps
         if rules.full_seconds > 0 and keep_fps < info.stored_fps:
-            self._advance(store, report, "thinned", info.last_time - rules.full_seconds,
+            self._advance(store, report, "thinned", min(info.last_time - rules.full_seconds, kept),
                           lambda: store.info().thinned_before, lambda t: store.thin_before(t, keep_fps))
 
     def _advance(self, store: FrameStore, report: RetentionPass, reason: str, target: float,
@@ -190,22 +239,25 @@ class RetentionMaintainer:
         for _ in range(_MAX_GUARD_STEPS):
             if self._stopping.is_set():
                 return
-            free = shutil.disk_usage(self.data).free
+            disk = shutil.disk_usage(self.data)
+            free, floor = disk.free, self.min_free(disk.total)
             report.disk_free = self.stats.disk_free = free
+            report.min_free = floor
             over = sum(report.stored.values()) - bounds.max_bytes if bounds.max_bytes else 0
-            short = bounds.min_free_bytes - free if bounds.min_free_bytes else 0
+            short = floor - free if floor else 0
             need = max(over, short)
             if need <= 0:
                 self._stuck_warned = False
                 return
             reason = "max_bytes" if over >= short else "min_free"
-            oldest = self._oldest(stores, stuck)
+            oldest = self._oldest(stores, stuck, report.kept_from)
             if not oldest:
                 report.over_bound = True
                 if not self._stuck_warned:
                     log.warning("frame retention: %s still fails (%.1f MB over) with only each stream's newest "
-                                "frame left", "retention.max_bytes" if reason == "max_bytes" else
-                                "retention.min_free_bytes", need / 1e6)
+                                "frame and its frames not yet captioned left (those are kept)",
+                                "retention.max_bytes" if reason == "max_bytes" else "retention.min_free_bytes",
+                                need / 1e6)
                     self._stuck_warned = True
                 return
             name, t = self._step(stores, oldest, report.stored.get(oldest[0][1], 0), need)
@@ -218,10 +270,11 @@ class RetentionMaintainer:
                 stuck.add(name)
 
     @staticmethod
-    def _oldest(stores: dict[str, FrameStore], stuck: set[str]) -> list[tuple[float, str, float, float, float]]:
+    def _oldest(stores: dict[str, FrameStore], stuck: set[str],
+                kept_from: dict[str, float]) -> list[tuple[float, str, float, float, float, float]]:
         """Streams that still have frames to give, oldest first: (wall time of the oldest frame, name, its media
-        time, media time of the newest, stored fps). Wall time is the stream's ``wall_start`` (live) or creation
-        time (files) plus media time."""
+        time, media time of the newest, stored fps, media time from which frames are kept). Wall time is the
+        stream's ``wall_start`` (live) or creation time (files) plus media time."""
         out = []
         for name, store in stores.items():
             if name in stuck:
@@ -230,24 +283,25 @@ class RetentionMaintainer:
             if info.last_time is None or info.first_time is None:
                 continue
             first = max(info.expired_before, info.first_time)
-            if first >= info.last_time:
-                continue  # only the newest frame is left: it is never deleted
+            limit = min(info.last_time, kept_from.get(name, math.inf))
+            if first >= limit:
+                continue  # only the newest frame, or frames not yet captioned, are left: they are never deleted
             base = info.wall_start if info.wall_start is not None else float(info.created or 0.0)
-            out.append((base + first, name, first, info.last_time, info.stored_fps))
+            out.append((base + first, name, first, info.last_time, info.stored_fps, limit))
         return sorted(out)
 
     @staticmethod
-    def _step(stores: dict[str, FrameStore], oldest: list[tuple[float, str, float, float, float]],
+    def _step(stores: dict[str, FrameStore], oldest: list[tuple[float, str, float, float, float, float]],
               stored: int, need: int) -> tuple[str, float]:
         """The stream to cut and the media time to cut it at: about ``need`` bytes of its oldest frames, but not
-        past the wall time of the next-oldest stream's oldest frame (so the streams are cut in wall-time order);
-        at least one frame."""
-        wall, name, first, last, fps = oldest[0]
+        past the wall time of the next-oldest stream's oldest frame (so the streams are cut in wall-time order)
+        nor into its frames not yet captioned; at least one frame when it has one to give."""
+        wall, name, first, last, fps, limit = oldest[0]
         per_second = stored / max(last - first, 1.0 / fps)
         t = first + min(max(need / max(per_second, 1.0), 1.0 / fps), _STEP_FRAMES / fps)
         if len(oldest) > 1:
             t = min(t, max(first + oldest[1][0] - wall, first + 1.0 / fps))
-        return name, t
+        return name, min(t, limit)
 
     # ------------------------------------------------------------------------------------------ a full disk
 

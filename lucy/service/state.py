@@ -129,7 +129,9 @@ async def start(svc: Service) -> None:
     else:
         from lucy.ingest.retention import RetentionMaintainer
 
-        retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames)
+        # Only the streams this server records, and never their frames not yet captioned into its memory.
+        retention = RetentionMaintainer(settings, settings_for=svc.manager.settings_for, frames=svc.frames,
+                                        streams=svc.manager.recorded, memory=svc.memory)
         svc.exporter.retention = retention.stats  # lucy_frame_* metrics; cancelled with svc.tasks at shutdown
         svc.tasks.append(asyncio.create_task(retention.run_forever(), name="retention"))
         if settings.mqtt.enabled:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,6 +256,74 @@ def test_guard_keeps_frame_bytes_under_max_bytes_oldest_first(tmp_path, videos):
               if line.startswith("lucy_frame_stored_bytes{")}
     assert stored == {f'lucy_frame_stored_bytes{{stream="{n}"': float(disk_bytes(s)) for n, s in stores.items()}
     assert "lucy_data_disk_free_bytes" in text
+
+
+def _small_disk(monkeypatch: pytest.MonkeyPatch, *, total: int, free: int) -> None:
+    """The data directory's disk as the maintainer sees it: ``total`` bytes, ``free`` of them free."""
+    usage = shutil._ntuple_diskusage(total, total - free, free)  # noqa: SLF001  (what disk_usage returns)
+    monkeypatch.setattr(retention.shutil, "disk_usage", lambda _path: usage)
+
+
+def test_default_floor_on_a_small_disk_deletes_nothing_and_says_so(tmp_path, videos, monkeypatch, caplog):
+    settings = load_settings(data=tmp_path / "data")  # the defaults: a 1 GiB floor
+    ingest(settings, videos["short"], "cam")
+    _small_disk(monkeypatch, total=100_000_000, free=91_000_000)  # a 100 MB volume, 9 % used
+    maintainer = RetentionMaintainer(settings)
+    with caplog.at_level("WARNING", logger="lucy.ingest.retention"):
+        report = maintainer.run_once()
+        maintainer.run_once()
+    store = ZarrFrameStore.open(settings.data, "cam")
+    assert report.freed_bytes == 0 and not report.over_bound and len(store.times()) == 80
+    assert report.min_free == 10_000_000  # min(1 GiB, a tenth of the disk)
+    said = [r.getMessage() for r in caplog.records if "min_free_bytes" in r.getMessage()]
+    assert len(said) == 1 and "1073.7 MB" in said[0] and "100.0 MB" in said[0] and "10.0 MB" in said[0], said
+
+    # The scaled floor still guards the disk: below it, the oldest frames go.
+    _small_disk(monkeypatch, total=100_000_000, free=5_000_000)
+    report = maintainer.run_once()
+    assert report.freed[("cam", "min_free")] > 0 and store.available_from() > 0
+
+
+def test_only_the_streams_named_are_maintained(tmp_path, videos):
+    settings = load_settings(data=tmp_path / "data", **{"retention.full_seconds": 10.0, "retention.keep_seconds": 20.0,
+                                                       "retention.max_bytes": 1000})
+    ingest(settings, videos["short"], "served")
+    ingest(settings, videos["other"], "ingested")  # as by `lucy ingest`: not in the server's stream list
+    before = ZarrFrameStore.open(settings.data, "ingested").stored_bytes()
+    report = RetentionMaintainer(settings, streams=lambda: {"served", "gone"}).run_once()
+    served, ingested = (ZarrFrameStore.open(settings.data, n) for n in ("served", "ingested"))
+    assert served.available_from() > 0 and report.freed_bytes > 0
+    assert set(report.stored) == {"served"} and {s for s, _ in report.freed} == {"served"}
+    info = ingested.info()
+    assert (info.expired_before, info.thinned_before) == (0.0, 0.0) and len(ingested.times()) == 80
+    assert disk_bytes(ingested) == before
+
+
+def test_frames_not_yet_captioned_are_kept(tmp_path, videos):
+    settings = load_settings(data=tmp_path / "data", **{"retention.full_seconds": 10.0, "retention.keep_seconds": 20.0,
+                                                       "retention.max_bytes": 1000})
+    ingest(settings, videos["long"], "cam")  # 180 s, no captions yet
+    ingest(settings, videos["short"], "raw")  # recorded without a captioner: nothing would ever caption it
+    memory = SQLiteMemoryStore.for_data(settings)
+    try:
+        raw = settings.model_copy(update={"captioner": settings.captioner.model_copy(update={"backend": "none"})})
+        maintainer = RetentionMaintainer(settings, memory=memory, settings_for=lambda n: raw if n == "raw" else settings)
+        report = maintainer.run_once()
+        store = ZarrFrameStore.open(settings.data, "cam")
+        assert report.kept_from["cam"] == 0.0 and report.over_bound
+        assert len(store.times()) == 360 and store.info().expired_before == 0.0  # nothing captioned: all kept
+        assert ZarrFrameStore.open(settings.data, "raw").available_from() == 39.5  # only its newest frame left
+
+        memory.add(MemoryNode(stream="cam", level="coarse", start=0.0, end=60.0, text="A red screen."))
+        report = maintainer.run_once()
+        info = store.info()
+        assert report.kept_from["cam"] == 60.0
+        assert info.expired_before == 60.0 and info.thinned_before == 60.0  # the rules stop at the captions' end
+        times = store.times()
+        assert times[0] == 60.0 and len(times) == 240  # every frame from 60 s on is kept whole (2 fps)
+        assert_disk_matches_rule(store)
+    finally:
+        memory.close()
 
 
 def test_settings_refuse_keep_below_full():

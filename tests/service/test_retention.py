@@ -1,6 +1,6 @@
-"""Frame retention in a real ``lucy serve``: the maintainer thins and drops a stream's old frames, the frames
-endpoint never serves a deleted frame, questions about expired spans answer from memory without captioning,
-and the storage metrics are exported."""
+"""Frame retention in a real ``lucy serve``: the maintainer thins and drops a stream's old frames (and leaves a
+stream it does not record alone), the frames endpoint never serves a deleted frame, questions about expired spans
+answer from memory without captioning, and the storage metrics are exported."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
+from lucy.config import load_settings
+from lucy.ingest import Ingestor, ZarrFrameStore
 from tests.service.conftest import LucyServer, wait_for
 
 
@@ -32,6 +34,10 @@ def test_retention_in_a_running_server(lucy_server, videos, tmp_path) -> None:
         assert c.post("/v1/streams", json={"name": "ret", "source": str(videos["a"])}).status_code == 201
     server.wait_captioned("ret")
     server.stop()
+    # A stream recorded beside the server (as by `lucy ingest`): not the server's, so retention never touches it.
+    assert Ingestor(load_settings(data=data), str(videos["b"]), "beside").run().complete
+    beside = ZarrFrameStore.open(data, "beside")
+    kept = (len(beside.times()), _chunk_bytes(data, "beside"))
 
     # ... then with it (ages scaled down: the 150 s video's newest frame is at 149.5 s).
     server = lucy_server(data=data, retention={"full_seconds": 9.5, "keep_seconds": 29.5, "interval_seconds": 0.2,
@@ -45,6 +51,9 @@ def test_retention_in_a_running_server(lucy_server, videos, tmp_path) -> None:
     assert freed[(("reason", "thinned"), ("stream", "ret"))] > 0
     wait_for(lambda: _samples(server, "lucy_frame_stored_bytes").get((("stream", "ret"),))
              == _chunk_bytes(data, "ret"), 30, "bytes stored to match the disk")
+    assert (len(beside.times()), _chunk_bytes(data, "beside")) == kept
+    assert (beside.info().expired_before, beside.info().thinned_before) == (0.0, 0.0)
+    assert (("stream", "beside"),) not in _samples(server, "lucy_frame_stored_bytes")
 
     with server.client() as c:
         for t in (5.0, 60.0):  # expired: said so, not shown another moment's frame

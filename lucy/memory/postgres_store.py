@@ -48,6 +48,7 @@ from lucy.memory.rows import (
     ALERT_COLUMNS,
     NODE_COLUMNS,
     QUESTION_COLUMNS,
+    SPAN_SLACK,
     WATCH_COLUMNS,
     alert_filter,
     alert_of,
@@ -221,9 +222,17 @@ def _v4_cluster(db: Cursor) -> None:
         )""")
 
 
+def _v5_bounded_reads(db: Cursor) -> None:
+    """Indexes that let a page of a long stream's memory be read without the rest of it: by start time across
+    levels (the newest nodes first, as the dashboard shows them), and by span length (the longest node of a stream
+    bounds how long before a time a node overlapping it begins)."""
+    db.execute('CREATE INDEX nodes_stream_start ON nodes (stream, start, "end")')
+    db.execute('CREATE INDEX nodes_stream_length ON nodes (stream, ("end" - start))')
+
+
 # Migration i brings a database from schema version i to i + 1 (version 0: no Lucy tables). Append only; never edit
 # a released step. Each runs in its own transaction, so it applies whole or not at all.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_v1_initial, _v2_vectors, _v3_watches, _v4_cluster]
+MIGRATIONS: list[Callable[[Cursor], None]] = [_v1_initial, _v2_vectors, _v3_watches, _v4_cluster, _v5_bounded_reads]
 
 
 def redact_dsn(dsn: str) -> str:
@@ -519,20 +528,27 @@ class PostgresMemoryStore(MemoryStore):
         if start is not None:
             clauses.append('"end" > %s')
             params.append(float(start))
+            # Implied by the overlap, but an index range: no node overlapping ``start`` begins longer before it
+            # than the stream's longest node lasts (one lookup in nodes_stream_length), so the rows before are skipped.
+            clauses.append(f'start >= %s - (SELECT max("end" - start) FROM nodes WHERE stream = %s) - {SPAN_SLACK}')
+            params.extend([float(start), stream])
         if origin is not None:
             clauses.append("origin = %s")
             params.append(origin)
         return " AND ".join(clauses), params
 
     def nodes(self, stream: str, *, level: str | None = None, start: float | None = None,
-              end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
+              end: float | None = None, origin: str | None = None, limit: int | None = None,
+              latest: bool = False) -> list[MemoryNode]:
         where, params = self._where(stream, level, start, end, origin)
         # COLLATE "C": levels and streams sort by code point, as SQLite (and Python) sort them.
-        sql = f'SELECT {NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY start, level COLLATE "C", id'
+        order = 'start DESC, level COLLATE "C" DESC, id DESC' if latest else 'start, level COLLATE "C", id'
+        sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE {where} ORDER BY {order}"
         if limit is not None:
             sql += " LIMIT %s"
             params.append(int(limit))
-        return self._run(lambda c: [node_of(r) for r in c.execute(sql, params).fetchall()])
+        found = self._run(lambda c: [node_of(r) for r in c.execute(sql, params).fetchall()])
+        return found[::-1] if latest else found
 
     def node(self, node_id: int) -> MemoryNode | None:
         row = self._run(lambda c: c.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = %s",
@@ -571,15 +587,17 @@ class PostgresMemoryStore(MemoryStore):
             (stream,)).fetchone()))
 
     def captioned_until(self, stream: str, level: str = Level.COARSE) -> float:
-        rows = self._run(lambda c: c.execute(
-            'SELECT start, "end" FROM nodes WHERE stream = %s AND level = %s AND origin = %s ORDER BY start',
-            (stream, str(level), INGEST_ORIGIN)).fetchall())
-        until = 0.0
-        for start, end in rows:
-            if start > until + 1e-6:
-                break
-            until = max(until, end)
-        return until
+        # The walk over the level's ingest nodes runs in the server: one row comes back, not one per node. ``reach``
+        # is the furthest end before each node; the first node that starts past it (beyond 1e-6) ends the prefix.
+        row = self._run(lambda c: c.execute("""
+            WITH walk AS (
+                SELECT start, "end", max("end") OVER (ORDER BY start ROWS BETWEEN UNBOUNDED PRECEDING
+                                                      AND 1 PRECEDING) AS reach
+                FROM nodes WHERE stream = %s AND level = %s AND origin = %s)
+            SELECT coalesce((SELECT coalesce(reach, 0) FROM walk WHERE start > coalesce(reach, 0) + 1e-6
+                             ORDER BY start LIMIT 1),
+                            (SELECT max("end") FROM walk), 0)""", (stream, str(level), INGEST_ORIGIN)).fetchone())
+        return float(row[0])
 
     # ----------------------------------------------------------------------------------- vectors
 

@@ -17,6 +17,9 @@ ALERT_COLUMNS = ('id, watch_id, stream, question, start, "end", reason, frame_ti
 
 
 QUESTION_COLUMNS = "id, question, options, horizon, asked, answer, answered"
+# Seconds of rounding allowed for in ``"end" - start`` where the longest node bounds how long before a time a node
+# overlapping it may start (the stores' time-range reads).
+SPAN_SLACK = 1e-3
 
 
 def question_of(stream: str, row: Sequence[Any]) -> dict[str, object]:

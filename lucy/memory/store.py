@@ -25,6 +25,9 @@ from lucy.watch.model import Alert, Watch
 
 log = logging.getLogger(__name__)
 
+MAX_ID = 2**63 - 1  # ids (nodes, questions, watches, alerts) are 64-bit signed integers in every backend
+
+
 def _node_without_nul(node: MemoryNode) -> MemoryNode:
     if "\0" not in node.text and "\0" not in node.instruction and "\0" not in node.model:
         return node
@@ -110,8 +113,13 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def nodes(self, stream: str, *, level: str | None = None, start: float | None = None,
-              end: float | None = None, origin: str | None = None, limit: int | None = None) -> list[MemoryNode]:
-        """Nodes overlapping ``[start, end)`` (all times when None), ordered by start time then level."""
+              end: float | None = None, origin: str | None = None, limit: int | None = None,
+              latest: bool = False) -> list[MemoryNode]:
+        """Nodes overlapping ``[start, end)`` (all times when None), ordered by start time then level: the first
+        ``limit`` of them, or with ``latest`` the last ``limit`` (still in that order).
+
+        Backends read only the rows returned (an index by start time, and a bound on how long before ``start`` a
+        node overlapping it can begin), so a page of a long stream's memory costs what the page holds."""
 
     @abstractmethod
     def node(self, node_id: int) -> MemoryNode | None:

@@ -22,11 +22,9 @@ from lucy.service.state import Service
 def memory_page(svc: Service, name: str, *, level: str | None, start: float, end: float | None, limit: int,
                 latest: bool) -> dict[str, Any]:
     """Nodes overlapping ``[start, end)``: the first ``limit`` (or, with ``latest``, the last), and whether there
-    were more."""
-    if latest:
-        nodes = [node_json(n) for n in svc.memory.nodes(name, level=level, start=start, end=end)[-limit - 1:]]
-    else:
-        nodes = [node_json(n) for n in svc.memory.nodes(name, level=level, start=start, end=end, limit=limit + 1)]
+    were more. One more than ``limit`` is read (in SQL, never the whole range) to tell."""
+    nodes = [node_json(n) for n in svc.memory.nodes(name, level=level, start=start, end=end, limit=limit + 1,
+                                                     latest=latest)]
     truncated = len(nodes) > limit
     nodes = nodes[-limit:] if latest else nodes[:limit]
     return {"stream": name, "level": level, "start": start, "end": end, "nodes": nodes, "truncated": truncated}

@@ -161,6 +161,41 @@ def test_captioned_until_is_contiguous_ingest_coverage(memory):
     memory.check()
 
 
+def test_captioned_until_starts_at_zero_and_follows_overlaps(memory):
+    memory.add(coarse(5, 60, "starts late"))
+    assert memory.captioned_until("cam") == 0.0
+    memory.add_many([coarse(0, 10, "first"), coarse(8, 30, "overlaps it"), coarse(20, 25, "inside")])
+    assert memory.captioned_until("cam") == 60.0
+    memory.add_many([coarse(60.0000005, 90, "within a microsecond"), coarse(91, 100, "after a gap")])
+    assert memory.captioned_until("cam") == 90.0
+
+
+def test_a_page_of_nodes_is_the_first_or_the_latest_limit_in_order(memory):
+    nodes = [coarse(60.0 * i, 60.0 * (i + 1), f"c{i}") for i in range(30)]
+    nodes += [MemoryNode("cam", "fine", 60.0 * i + 5, 60.0 * i + 15, f"f{i}") for i in range(0, 30, 3)]
+    nodes += [MemoryNode("cam", "hour", 0, 1800, "all of it"), MemoryNode("cam", "fine", 0.1, 0.3, "rounded"),
+              coarse(0, 60, "another stream's", stream="lobby")]
+    memory.add_many(nodes)
+    everything = memory.nodes("cam")
+    assert len(everything) == 42 and everything == sorted(everything, key=lambda n: (n.start, n.level, n.id))
+    for level in (None, "coarse", "fine"):
+        for start, end in ((None, None), (0, None), (0.2, 0.25), (1000.5, None), (1500, 1500.5), (None, 900),
+                           (610, 1250), (1795, 1800.5), (5000, None)):
+            # What the page must hold: the overlapping nodes, filtered here from all of them.
+            full = [n for n in everything if (level is None or n.level == level)
+                    and (start is None or n.end > start) and (end is None or n.start < end)]
+            assert memory.nodes("cam", level=level, start=start, end=end) == full, (level, start, end)
+            assert memory.nodes("cam", level=level, start=start, end=end, latest=True) == full
+            for limit in (1, 7, 100):
+                first = memory.nodes("cam", level=level, start=start, end=end, limit=limit)
+                latest = memory.nodes("cam", level=level, start=start, end=end, limit=limit, latest=True)
+                assert (first, latest) == (full[:limit], full[-limit:]), (level, start, end, limit)
+    # The long node is found from far inside it (the longest span bounds where an overlapping node starts).
+    assert [n.text for n in memory.nodes("cam", start=1790, end=1791)] == ["all of it", "c29"]
+    assert [n.text for n in memory.nodes("cam", start=0.2, end=0.25)] == ["c0", "all of it", "rounded"]
+    assert memory.nodes("nobody", start=10, latest=True, limit=5) == []
+
+
 def test_question_history(memory):
     q1 = memory.add_question("cam", "What plate did the van have?", ["KX-4821", "KX-4812"], horizon=90.0)
     q2 = memory.add_question("cam", "Which platform?")

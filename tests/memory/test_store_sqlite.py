@@ -6,6 +6,7 @@ import os
 import sqlite3
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -276,6 +277,58 @@ def test_fingerprint_is_read_again_only_after_a_commit_by_anyone(store):
     store.delete_stream("cam")  # this connection
     assert store.fingerprint("cam") == (0, None, 0.0)
     assert store.fingerprint("other") == (0, None, 0.0)
+
+
+def _instructions(store: SQLiteMemoryStore, read: Callable[[], object]) -> int:
+    """SQLite virtual-machine instructions that ``read`` ran on this thread's connection (to within 100): what it
+    cost in rows visited, whatever the machine's speed."""
+    ticks: list[int] = []
+    db = store._db()
+    db.set_progress_handler(lambda: ticks.append(1), 100)  # returns None: go on
+    try:
+        read()
+    finally:
+        db.set_progress_handler(None, 0)
+    return 100 * len(ticks)
+
+
+def test_a_page_of_a_long_stream_reads_only_the_rows_it_returns(store):
+    n = 20_000  # 2 weeks of 60 s spans, and a fine node every tenth span
+    store.add_many([coarse(60.0 * i, 60.0 * (i + 1), f"span {i}") for i in range(n)]
+                   + [MemoryNode("cam", "fine", 60.0 * i, 60.0 * i + 10, f"fine {i}") for i in range(0, n, 10)])
+    end = 60.0 * n
+    assert _instructions(store, lambda: store.nodes("cam")) > 10 * n  # reading everything visits every row
+    pages = {  # the dashboard's page, a level's, a page from late on, a window: each reads about what it returns
+        "latest": lambda: store.nodes("cam", start=0, limit=61, latest=True),
+        "latest coarse": lambda: store.nodes("cam", level="coarse", limit=61, latest=True),
+        "from late on": lambda: store.nodes("cam", start=end - 3000, limit=61),
+        "coarse from late on": lambda: store.nodes("cam", level="coarse", start=end - 3000, limit=61),
+        "a window": lambda: store.nodes("cam", start=end / 2, end=end / 2 + 600),
+        "latest before": lambda: store.nodes("cam", end=end / 2, limit=10, latest=True),
+    }
+    for name, read in pages.items():
+        assert _instructions(store, read) < n, name
+    assert [x.text for x in pages["latest"]()][-2:] == [f"span {n - 2}", f"span {n - 1}"]
+    half = n // 2
+    assert [x.text for x in pages["latest before"]()] == [f"fine {half - 10}"] + [f"span {i}" for i in
+                                                                                   range(half - 9, half)]
+
+
+def test_counts_and_caption_coverage_are_read_again_only_after_a_commit_by_anyone(store):
+    store.add_many([coarse(0, 60, "a"), coarse(60, 120, "b")])
+    assert (store.count("cam", level="coarse", origin="ingest"), store.captioned_until("cam")) == (2, 120.0)
+    assert _instructions(store, lambda: (store.count("cam", level="coarse", origin="ingest"),
+                                         store.captioned_until("cam"), store.count("cam"))) <= 300
+    other = SQLiteMemoryStore(store.path)  # another store object, as another process would write
+    other.add(coarse(120, 180, "c"))
+    other.close()
+    assert (store.count("cam", level="coarse", origin="ingest"), store.captioned_until("cam")) == (3, 180.0)
+    writer = threading.Thread(target=store.add, args=(coarse(180, 240, "d"),))  # another thread's connection
+    writer.start()
+    writer.join()
+    assert (store.count("cam"), store.captioned_until("cam")) == (4, 240.0)
+    store.delete_stream("cam")  # this connection
+    assert (store.count("cam"), store.captioned_until("cam")) == (0, 0.0)
 
 
 def test_closed_store_refuses_use(tmp_path):

@@ -21,7 +21,7 @@ from lucy.query.memory_view import MEMORY_LEVELS, MemoryView, Span, SpanKey, Vie
 from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import EVIDENCE_NOTE, AnswerReply, EvidenceSpan, Question, Reasoner, ReasonerError
 from lucy.query.summaries import SummaryLevels
-from lucy.query.text import terms
+from lucy.query.text import split_follow_up, terms
 from lucy.query.trace import TraceRecorder, TraceStep
 
 CANDIDATE_SHARE = 0.3  # of the localise prompt's budget (after the question) for the list of candidates
@@ -277,8 +277,8 @@ class Localiser:
             self.trace.agent_failed(step, err)
             # Fall back on the most relevant candidate so the round still looks somewhere.
             chosen = next(c for c in candidates if c.ref in shown_refs) if shown_refs else candidates[0]
-        if not instruction:
-            instruction = f"Look for anything that helps answer: {question.text}"
+        if not instruction:  # the user's own question only: a follow-up's earlier answers quote the video
+            instruction = f"Look for anything that helps answer: {split_follow_up(question.text)[0]}"
         span = Span(chosen.level, *self.view.grid_span(chosen.level, chosen.start))
         step.level, step.start, step.end, step.instruction = span.level, span.start, span.end, instruction
         return span, instruction, step

@@ -191,6 +191,20 @@ def normalise_phrase(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
+# A chat follow-up reaches the engine as one question text: the user's own question, then this, then the earlier
+# questions and the answers given (lucy.service.conversation). The lexical reasoner matches all of it; prompts show
+# what follows this as quoted conversation, never in the question line (the answers quote the video).
+FOLLOW_UP_OPENING = " (a follow-up; "
+
+
+def split_follow_up(text: str) -> tuple[str, str]:
+    """``(the user's own question, the earlier conversation it carries)`` of a question text ("" when none)."""
+    own, found, rest = text.partition(FOLLOW_UP_OPENING)
+    if not found:
+        return text.strip(), ""
+    return own.strip(), rest.removesuffix(")").strip()
+
+
 def clip_text(text: str, max_chars: int) -> str:
     """``text`` cut to ``max_chars`` characters (an ellipsis marks the cut)."""
     if len(text) <= max_chars:

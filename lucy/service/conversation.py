@@ -13,7 +13,11 @@ Chat front-ends send a model three kinds of request, and only one of them is a q
   with what memory holds, no caption, no reasoner call;
 - everything else is a *question*, asked of the stream's memory by the query engine. When it leans on earlier turns
   ("What colour was it?", "and after that?"), the question the engine gets carries them (:func:`with_context`), in
-  plain words that the embedded lexical reasoner matches and that a chat model reads.
+  plain words that the embedded lexical reasoner matches and that a chat model reads; its prompts show them apart
+  from the question, as quoted data (the answers quote on-screen text, which is never an instruction).
+
+Every message's text is normalised first (:func:`lucy.untrusted.clean_text`: no invisible or control characters), so
+that a message made only of zero-width characters is empty, not a question.
 
 The rules are narrow on purpose: a message that is not plainly a task or plainly small talk is a question, so that
 a real question never gets a canned reply; at worst, small talk phrased in an unexpected way costs a question.
@@ -28,7 +32,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lucy.query.text import STOPWORDS
+from lucy.query.text import FOLLOW_UP_OPENING, STOPWORDS
+from lucy.untrusted import clean_text
 
 
 class Kind(StrEnum):
@@ -87,7 +92,7 @@ def turns(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
         role = str(message.get("role", ""))
         if role not in ("user", "assistant"):
             continue
-        text = message_text(message.get("content"))
+        text = clean_text(message_text(message.get("content")))
         if role == "assistant":
             text = _NOTES.sub("", _REASONING.sub("", text))
         out.append(Turn(role, text.strip()))
@@ -285,7 +290,7 @@ def _context(chain: Sequence[tuple[str, str]], answer_chars: int) -> str:
         if answer and answer_chars:
             part += f" Answer given: {_clip(_one_line(answer), answer_chars)}"
         parts.append(part)
-    return " (a follow-up; " + "; ".join(parts) + ")"
+    return FOLLOW_UP_OPENING + "; ".join(parts) + ")"
 
 
 def _one_line(text: str) -> str:

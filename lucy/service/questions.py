@@ -28,7 +28,7 @@ from typing import Any
 
 from lucy.backends import Backends
 from lucy.config import LucySettings
-from lucy.errors import LucyError, StoreError
+from lucy.errors import InputError, LucyError, StoreError
 from lucy.ingest import redact_url
 from lucy.memory.store import MemoryStore
 from lucy.metrics import QuestionRecord
@@ -44,6 +44,7 @@ from lucy.service.errors import (
     service_error_for,
 )
 from lucy.service.streams import StreamManager
+from lucy.untrusted import normalise_question
 
 log = logging.getLogger(__name__)
 
@@ -113,20 +114,23 @@ class QuestionService:
         self.runner.close()
 
     def check(self, question: str, options: Sequence[str]) -> tuple[str, tuple[str, ...]]:
-        """Refuse empty, oversized or malformed questions (422)."""
+        """The question and options normalised (:func:`lucy.untrusted.normalise_question`: NFC, no invisible or
+        control characters, one space between words); refuse empty, oversized or malformed ones and duplicate
+        options (422)."""
         s = self.settings.service
-        text = question.strip()
-        if not text:
-            raise InvalidRequest("the question is empty")
+        if len(question) > 2 * s.max_question_chars:  # not worth normalising
+            raise InvalidRequest(f"the question has {len(question)} characters; the limit is "
+                                 f"{s.max_question_chars} (service.max_question_chars)")
+        if len(options) > s.max_options:
+            raise InvalidRequest(f"{len(options)} options given; the limit is {s.max_options}")
+        try:
+            text, cleaned = normalise_question(question, options)
+        except InputError as err:
+            raise InvalidRequest(str(err)) from None
         if len(text) > s.max_question_chars:
             raise InvalidRequest(f"the question has {len(text)} characters; the limit is {s.max_question_chars} "
                                  f"(service.max_question_chars)")
-        if "\0" in text:
-            raise InvalidRequest("the question contains a NUL character")
-        if len(options) > s.max_options:
-            raise InvalidRequest(f"{len(options)} options given; the limit is {s.max_options}")
-        cleaned = tuple(o.strip() for o in options)
-        if any(not o or len(o) > s.max_question_chars for o in cleaned):
+        if any(len(o) > s.max_question_chars for o in cleaned):
             raise InvalidRequest(f"every option must have 1 to {s.max_question_chars} characters")
         if len(cleaned) == 1:
             raise InvalidRequest("a multiple-choice question needs at least two options")

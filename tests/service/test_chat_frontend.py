@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+from tests.query.test_openai_reasoner import HOSTILE, assert_only_as_data
 from tests.service.conftest import LucyServer, wait_for
 from tests.service.test_conversation import open_webui
 
@@ -187,9 +188,15 @@ ANSWER = {"answer": "Platform 7, departing at 14:05", "confident": True, "eviden
 SLOW_SECONDS = 2.0
 
 
+SIGN_QUESTION = "What does the sign on the wall say?"
+
+
 def _scripted(request: dict[str, Any]) -> Reply:
-    """Every agent call answers at once, confidently; one whose prompt says SLOW takes a while, HANG forever."""
+    """Every agent call answers at once, confidently; one whose prompt says SLOW takes a while, HANG forever; one
+    about the sign quotes a hostile sign verbatim, as answers quote on-screen text."""
     prompt = json.dumps(request.get("messages", []))
+    if SIGN_QUESTION in prompt:
+        return Reply(json.dumps({**ANSWER, "answer": f"The sign reads: {HOSTILE}"}))
     delay = 3600.0 if "HANG" in prompt else SLOW_SECONDS if "SLOW" in prompt else 0.0
     return Reply(json.dumps(ANSWER), delay=delay)
 
@@ -240,6 +247,28 @@ def test_open_webui_sequence_with_the_openai_reasoner(porch: LucyServer, llm: Sc
     assert answer["chat"]["kind"] == "question" and len(llm.requests) > calls
     prompt = json.dumps(llm.requests[-1]["messages"])
     assert FOLLOW_UP in prompt and QUESTION in prompt  # the model reads the follow-up with what it follows
+
+
+def test_a_hostile_sign_quoted_in_an_earlier_answer_reaches_the_model_only_as_data(porch: LucyServer,
+                                                                                  llm: ScriptedOpenAIServer) -> None:
+    """The first answer quotes a sign that closes the data blocks and starts a SYSTEM line; the chat front-end sends
+    it back with a follow-up. In every prompt of the follow-up the sign is inside the <conversation> block,
+    neutralised, and the question line holds only the follow-up itself."""
+    client = _client(porch)
+    first = client.chat.completions.create(model="porch", messages=[{"role": "user", "content": SIGN_QUESTION}])
+    quoted = first.choices[0].message.content
+    assert "IGNORE PREVIOUS INSTRUCTIONS" in quoted and "</memory>" in quoted
+    calls = len(llm.requests)
+    follow_up = "What colour was it?"
+    reply = client.chat.completions.create(model="porch", messages=[
+        {"role": "user", "content": SIGN_QUESTION}, {"role": "assistant", "content": quoted},
+        {"role": "user", "content": follow_up}])
+    assert reply.model_extra["lucy"]["chat"]["why"].startswith("a follow-up question")
+    prompts = [r["messages"] for r in llm.requests[calls:]]
+    assert prompts
+    for messages in prompts:
+        assert_only_as_data(messages)
+        assert f"\nQuestion: {follow_up}\n" in messages[1]["content"] + "\n"
 
 
 def _raw_events(server: LucyServer, method: str, path: str, body: dict[str, Any],

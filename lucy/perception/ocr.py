@@ -282,16 +282,13 @@ class RapidOcrEngine:
     wants_colour = True
 
     def __init__(self, size: int) -> None:
-        det, rec, cls = rapidocr_models()
-        try:
-            import importlib.metadata
+        import importlib.metadata
+        import importlib.util
 
-            from rapidocr import RapidOCR
-        except ImportError as err:  # pragma: no cover - depends on the installation
-            raise LucyError(f"rapidocr could not be imported ({err}): `pip install rapidocr onnxruntime`, or choose "
-                            "captioner.pixels.ocr_engine = 'tesseract'") from err
-        _without_memory_patterns()
-        self._factory = RapidOCR
+        det, rec, cls = rapidocr_models()
+        if importlib.util.find_spec("onnxruntime") is None:  # pragma: no cover - depends on the installation
+            raise LucyError("rapidocr needs onnxruntime, which is not installed: `pip install onnxruntime`, or choose "
+                            "captioner.pixels.ocr_engine = 'tesseract'")
         self._params = {
             "Global.log_level": "error", "Global.use_cls": False,  # video text is upright; cls costs ~20%
             "Det.model_path": str(det), "Rec.model_path": str(rec), "Cls.model_path": str(cls),
@@ -306,23 +303,29 @@ class RapidOcrEngine:
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._made = 0
         self._lock = threading.Lock()
-        self._idle.put(self._new())  # load once now: a broken install fails at start, not mid-stream
+        # Sessions are made at first use, as Tesseract's engines are: importing rapidocr (~45 MiB) and loading its
+        # models (~160 MiB with onnxruntime, bench/soak.py --memory-budget) is paid only by a process that reads text
+        # (a server's questions answered from memory never do). What can be checked without loading (the package,
+        # its model files, onnxruntime) was checked above, so a broken install still fails at start.
 
     def _new(self) -> Any:
         try:
-            engine = self._factory(params=self._params)
+            from rapidocr import RapidOCR
+
+            _without_memory_patterns()
+            return RapidOCR(params=self._params)
         except Exception as err:  # onnxruntime / rapidocr raise many types; all mean "cannot load"
+            with self._lock:
+                self._made -= 1  # the slot reserved in read
             raise LucyError(f"RapidOCR could not load its bundled models: {err}") from err
-        with self._lock:
-            self._made += 1
-        return engine
 
     def read(self, gray: Image.Image) -> list[TextLine]:
         try:
             engine = self._idle.get_nowait()
         except queue.Empty:
-            with self._lock:
+            with self._lock:  # the slot is taken before loading: threads starting at once make no more than size
                 spare = self._made < self.size
+                self._made += spare
             engine = self._new() if spare else self._idle.get()
         try:
             picture = np.asarray(gray.convert("RGB"))  # colour or grey: PP-OCR was trained on colour

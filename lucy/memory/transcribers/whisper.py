@@ -11,6 +11,7 @@ reaches the next stretch of speech.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import math
 import threading
 from pathlib import Path
@@ -41,11 +42,12 @@ class WhisperTranscriber(Transcriber):
     name = "whisper"
 
     def __init__(self, settings: WhisperTranscriberSettings) -> None:
-        try:
-            import faster_whisper  # noqa: F401  (checked now, loaded on first use)
-        except ImportError as err:
+        # Found now, imported on first use: importing faster-whisper alone (CTranslate2, its VAD's onnxruntime)
+        # costs a worker ~40 MiB, the model ~290 MiB in all (bench/soak.py --memory-budget), which a stream
+        # without audio never needs.
+        if importlib.util.find_spec("faster_whisper") is None:
             raise LucyError("the whisper transcriber needs faster-whisper: pip install faster-whisper "
-                            "(or transcriber.backend = 'none')") from err
+                            "(or transcriber.backend = 'none')")
         self.settings = settings
         self.path = Path(settings.model_path) if settings.model_path else bundled_model_path()
         if not (self.path / "model.bin").is_file():

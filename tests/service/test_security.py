@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import openai
 
-from tests.service.conftest import LucyServer, base_config, free_port, wait_for, write_config
+from tests.service.conftest import LucyServer, Mosquitto, base_config, free_port, wait_for, write_config
 
 TOKEN = "test-token-0123456789abcdef"
 
@@ -87,3 +92,84 @@ def test_public_bind_with_token(tmp_path: Path) -> None:
         proc.terminate()
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Files6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def _file_server(cls: type[ThreadingHTTPServer], host: str, folder: Path) -> ThreadingHTTPServer:
+    server = cls((host, 0), functools.partial(_QuietFiles, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_no_credential_form_leaks_anywhere(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto,
+                                           tmp_path: Path) -> None:
+    """Issue 26: each credential form of a source URL, swept for its secret through everything the server shows
+    (status JSON, the dashboard feed, retained MQTT status, its log, zarr.json). Every secret starts "Zq", so a
+    leaked start of one (urllib once quoted a password up to its '#') is found too."""
+    from lucy.ingest.zarr_store import frames_root
+    from lucy.synth import write_video
+    from tests.ingest.test_picture_size import write_png
+    from tests.service.test_mqtt import Watcher
+
+    folder = tmp_path / "www"
+    folder.mkdir()
+    write_video(folder / "v.mkv", duration=1.0, fps=5, width=160, height=96)
+    big = write_png(tmp_path / "big.png", 12000, 12000)
+    web4, web6 = _file_server(ThreadingHTTPServer, "127.0.0.1", folder), _file_server(_Files6, "::1", folder)
+    h4, h6 = f"127.0.0.1:{web4.server_address[1]}", f"[::1]:{web6.server_address[1]}"
+    accepted = {
+        "userpass": f"http://admin:ZqOne1@{h4}/v.mkv", "user": f"http://ZqTwo2@{h4}/v.mkv",
+        "encoded": f"http://admin:ZqThree%23x%2Fy%3Fz@{h4}/v.mkv", "at": f"http://admin:ZqFour@x@{h4}/v.mkv",
+        "query": f"http://{h4}/v.mkv?token=ZqFive&password=ZqSix&key=ZqSeven&q=1",
+        "ipv6": f"http://admin:ZqEight@{h6}/v.mkv", "down": "rtsp://admin:ZqNine@127.0.0.1:9/cam?token=ZqTen",
+    }
+    refused = {"hash": "rtsp://admin:ZqH#ash@127.0.0.1:9/s", "slash": "rtsp://admin:ZqS/lash@127.0.0.1:9/s",
+               "question": "rtsp://admin:ZqQ?uestion@127.0.0.1:9/s", "digits": "rtsp://admin:1234#Zq@127.0.0.1:9/s"}
+    server = lucy_server(mqtt={"enabled": True, "url": f"mqtt://127.0.0.1:{mosquitto.port}", "client_id": "lucy-s"})
+    watcher = Watcher(mosquitto.port)
+    try:
+        with server.client() as c:
+            bodies = []
+            for name, url in refused.items():
+                r = c.post("/v1/streams", json={"name": name, "source": url, "captioner": "none"})
+                assert r.status_code == 422 and "percent-encode" in r.text, (name, r.text)
+                bodies.append(r.text)
+            r = c.post("/v1/streams", json={"name": "huge", "source": str(big), "captioner": "none"})
+            assert r.status_code == 422 and "12000x12000" in r.text and "max_source_pixels" in r.text, r.text
+            for name, url in accepted.items():
+                r = c.post("/v1/streams", json={"name": name, "source": url, "captioner": "none"})
+                assert r.status_code == 201, (name, r.text)
+                bodies.append(r.text)
+            ended = wait_for(lambda: all(c.get(f"/v1/streams/{n}").json()["state"] in ("finished", "failed")
+                                         for n in accepted) and c.get("/v1/streams").json(), 120, "the streams to end")
+            states = {s["name"]: s for s in ended["streams"]}
+            assert set(states) == set(accepted)  # no stream was left behind by a refused source
+            assert states["down"]["state"] == "failed" and states["down"]["error"], states["down"]
+            assert all(states[n]["state"] == "finished" for n in accepted if n != "down"), states
+            assert states["userpass"]["source"] == f"http://admin:***@{h4}/v.mkv"
+            assert states["ipv6"]["source"] == f"http://admin:***@{h6}/v.mkv"
+            bodies += [c.get(f"/v1/streams/{n}").text for n in accepted]
+            with c.stream("GET", "/v1/dashboard/events", headers={"Accept": "text/event-stream"}) as res:
+                hello = next(line for line in res.iter_lines() if line.startswith("data:"))
+            assert all(n in hello for n in accepted)
+        statuses = wait_for(lambda: (found := watcher.find(lambda t, p, r: t.endswith("/status")
+                                                           and isinstance(p, dict) and p.get("name") in accepted))
+                            and {p["name"] for _, p, _ in found} == set(accepted) and found, 60, "retained statuses")
+    finally:
+        watcher.close()
+        web4.shutdown()
+        web6.shutdown()
+    stores = [p.read_text() for p in frames_root(server.data).glob("*/zarr.json")]
+    assert len(stores) == len(accepted) - 1 and not (frames_root(server.data) / "huge").exists()
+    swept = {"API": "\n".join(bodies), "dashboard": hello, "MQTT": json.dumps([p for _, p, _ in statuses]),
+             "log": server.log(), "zarr.json": "\n".join(stores)}
+    for where, text in swept.items():
+        assert "Zq" not in text, (where, text[text.index("Zq") - 200:text.index("Zq") + 50])

@@ -1,11 +1,19 @@
 """``lucy watch``: a standing question. It is registered here and checked by the process ingesting the stream; this
-command lists, deletes, or follows the alerts as they are stored."""
+command lists, deletes, or follows the alerts as they are stored.
+
+``--until-finished`` waits for the stream's end only while something ingests it (a process holds the stream's
+writer lock, :mod:`lucy.ingest.lock`). When nothing does, the stream's memory cannot grow: this command checks the
+coarse spans already stored that the watch has not checked (all of them with ``--from-start``) itself, under the
+stream's lock, prints their alerts, says on stderr that nothing is ingesting the stream (with ``--json``, also a
+last ``{"status": "not_ingesting", ...}`` line on stdout) and exits 0. ``--follow`` waits instead, for an ingest
+that starts later."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,8 +32,10 @@ from lucy.cli.common import (
     note,
 )
 from lucy.errors import LucyError
+from lucy.untrusted import normalise_question
 
 if TYPE_CHECKING:
+    from lucy.config import LucySettings
     from lucy.ingest import FrameStores
     from lucy.memory.store import MemoryStore
     from lucy.watch import Alert
@@ -42,7 +52,11 @@ def watch(question: Annotated[str | None, typer.Argument(
               help="Media seconds after a yes that count as the same event (default: watch.default_cooldown_seconds)."
           )] = None,
           until_finished: Annotated[bool, typer.Option(
-              "--until-finished", help="Exit once the stream has ended and all of it was checked.")] = False,
+              "--until-finished", help="Exit once the stream has ended and all of it was checked; at once if "
+                                       "nothing ingests the stream, after checking what its memory holds.")] = False,
+          follow: Annotated[bool, typer.Option(
+              "--follow", help="With --until-finished: wait for an ingest of the stream to start, rather than "
+                               "exit when nothing ingests it.")] = False,
           from_start: Annotated[bool, typer.Option(
               "--from-start", help="Check what the stream has already shown too.")] = False,
           as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line per alert.")] = False,
@@ -72,8 +86,8 @@ def watch(question: Annotated[str | None, typer.Argument(
         check_stream_name(stream)
         if list_:
             return _list(memory, stream, as_json=as_json)
-        if not question or not question.strip():
-            raise LucyError("the watch question is empty")
+        # InputError (a LucyError): empty once invisible characters are taken out.
+        question = normalise_question(question or "", what="watch question")[0]
         added = memory.add_watch(stream, question,
                                  cooldown_seconds=settings.watch.default_cooldown_seconds if cooldown is None
                                  else cooldown)
@@ -89,7 +103,8 @@ def watch(question: Annotated[str | None, typer.Argument(
             mean = f"; did you mean {guess!r}?" if guess else ""
             note(f"no stream named {stream!r} yet: the watch waits for {ingest_hint(stream)} "
                  f"(streams now: {', '.join(names) or 'none'}){mean}")
-        return _follow(memory, frames, stream, added.id, until_finished=until_finished, as_json=as_json)
+        idle = None if not until_finished or follow else (lambda: _check_if_idle(settings, memory, frames, stream))
+        return _follow(memory, frames, stream, added.id, until_finished=until_finished, as_json=as_json, idle=idle)
     finally:
         memory.close()
 
@@ -119,10 +134,45 @@ def _print_alert(alert: Alert, *, as_json: bool) -> None:
               flush=True)
 
 
+def _check_if_idle(settings: LucySettings, memory: MemoryStore, frames: FrameStores, stream: str) -> bool:
+    """If nothing ingests ``stream``, check the stored coarse spans its watches have not checked yet, holding the
+    stream's writer lock meanwhile (an ingest that starts now waits its turn); whether nothing ingested it."""
+    import asyncio
+
+    from lucy.backends import builder_captioner, builder_reasoner
+    from lucy.ingest.lock import Holder, LockHeld, stream_lock
+    from lucy.watch.checker import WatchChecker
+
+    lock = stream_lock(settings.data, stream, holder=Holder.this_process())
+    try:
+        lock.acquire()
+    except LockHeld:
+        return False
+    try:
+        end = memory.captioned_until(stream)
+        if end > 0 and settings.watch.enabled:
+            captioner = builder_captioner(settings)
+            checker = WatchChecker(settings, stream, memory, builder_reasoner(settings), captioner, frames)
+
+            async def check() -> None:
+                try:
+                    await checker.check_span(0.0, end)
+                finally:
+                    await checker.aclose()
+                    if captioner is not None:
+                        await captioner.aclose()
+
+            asyncio.run(check())
+        return True
+    finally:
+        lock.release()
+
+
 def _follow(memory: MemoryStore, frames: FrameStores, stream: str, watch_id: int, *, until_finished: bool,
-            as_json: bool) -> int:
-    """Print the watch's alerts as they are stored; returns the exit code (130 on Ctrl-C)."""
-    after = 0
+            as_json: bool, idle: Callable[[], bool] | None = None) -> int:
+    """Print the watch's alerts as they are stored; returns the exit code (130 on Ctrl-C). ``idle``: checks what
+    memory holds if nothing ingests the stream, and says whether nothing did; then this returns (0)."""
+    after, idle_checked = 0, False
     try:
         while True:
             for alert in memory.alerts(watch_id=watch_id, after_id=after):
@@ -135,6 +185,18 @@ def _follow(memory: MemoryStore, frames: FrameStores, stream: str, watch_id: int
                     for alert in memory.alerts(watch_id=watch_id, after_id=after):
                         _print_alert(alert, as_json=as_json)
                     return 0
+            if idle is not None and (idle_checked or idle()):
+                if not idle_checked:  # print its alerts, and end as finished if that check finished the stream
+                    idle_checked = True
+                    continue
+                checked = memory.watch_progress(watch_id)
+                note(f"nothing is ingesting {stream!r}: watch {watch_id} checked what its memory holds (until "
+                     f"{clock(checked)}); it stays registered and is checked when {ingest_hint(stream)} runs "
+                     "(add --follow to wait for it)")
+                if as_json:
+                    print(json.dumps({"status": "not_ingesting", "stream": stream, "watch_id": watch_id,
+                                      "checked_until": checked}), flush=True)
+                return 0
             time.sleep(WATCH_POLL_SECONDS)
     except KeyboardInterrupt:
         print(f"lucy: interrupted; watch {watch_id} stays registered (`{lucy_command()} watch --delete {watch_id}` "

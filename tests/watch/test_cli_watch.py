@@ -44,11 +44,12 @@ def sign_video(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def watched(tmp_path_factory):
-    """`lucy watch --from-start --until-finished --json` started first, then `lucy ingest` of the file."""
+    """`lucy watch --from-start --until-finished --follow --json` started first, then `lucy ingest` of the file."""
     root = tmp_path_factory.mktemp("cli-watch")
     data = root / "data"
     video = sign_video(root / "v.mp4")
-    watch = lucy("watch", QUESTION, "--stream", "cam", "--from-start", "--until-finished", "--json", data=data)
+    watch = lucy("watch", QUESTION, "--stream", "cam", "--from-start", "--until-finished", "--follow", "--json",
+                 data=data)
     try:
         time.sleep(1.5)  # registered before the stream has a frame
         assert watch.poll() is None, watch.communicate()
@@ -142,3 +143,35 @@ def test_a_stream_that_does_not_exist_yet_is_said_and_waited_for(watched):
             watch.kill()
             watch.communicate()
     assert "no stream named 'camm' yet" in err and "cam" in err, err
+
+
+def test_until_finished_with_nothing_ingesting_checks_memory_and_exits(watched):
+    """Nothing ingests the stream: `--until-finished` checks what its memory holds at once and exits 0, instead of
+    waiting for an ingest that may never come; --follow waits for one."""
+    data, *_ = watched
+    # The finished stream, a new watch from its start: checked here, all of it, so it ends as finished.
+    done = run("watch", QUESTION, "--stream", "cam", "--from-start", "--until-finished", "--json", data=data,
+               timeout=120)
+    assert done.returncode == 0, done.stderr
+    (alert,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert alert["stream"] == "cam" and 60 <= alert["start"] < 95 and "nothing is ingesting" not in done.stderr
+    # A stream with no memory and no ingest: said at once, on stderr and (with --json) as a last status line.
+    idle = run("watch", QUESTION, "--stream", "later", "--from-start", "--until-finished", "--json", data=data,
+               timeout=120)
+    assert idle.returncode == 0, idle.stderr
+    (status,) = [json.loads(line) for line in idle.stdout.splitlines()]
+    assert status == {"status": "not_ingesting", "stream": "later", "watch_id": status["watch_id"],
+                      "checked_until": 0.0}
+    assert "nothing is ingesting 'later'" in idle.stderr and "--follow" in idle.stderr
+    # --follow: waits for an ingest to start (until Ctrl-C here).
+    follow = lucy("watch", QUESTION, "--stream", "later", "--until-finished", "--follow", data=data)
+    try:
+        time.sleep(3)
+        assert follow.poll() is None, follow.communicate()
+        follow.send_signal(signal.SIGINT)
+        _, err = follow.communicate(timeout=30)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.communicate()
+    assert follow.returncode == 130 and "nothing is ingesting" not in err, err

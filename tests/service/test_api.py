@@ -186,6 +186,32 @@ def test_bad_requests(shared_server: LucyServer, videos: dict[str, Path], cam: d
         assert r.status_code == 422
 
 
+def test_invisible_characters_are_taken_out_at_every_edge(shared_server: LucyServer, cam: dict) -> None:
+    """Zero-width, format and control characters are taken out where text comes in: a question, chat message, watch
+    or search made only of them is refused (422) and never runs; options that differ only by them or by case are
+    refused as the same; a word with one inside is the same word to search."""
+    invisible = "\u200b\u200c\u200d\u2060\ufeff\u202e\u0000\u0007"
+    chat = {"model": "cam", "messages": [{"role": "user", "content": "Which colour is the van?"}]}
+    refused = [("/v1/streams/cam/questions", {"question": invisible}),
+               ("/v1/streams/cam/questions", {"question": "Which colour?", "options": ["Red", "re\u200bd"]}),
+               ("/v1/streams/cam/questions", {"question": "Which colour?", "options": ["Red", "Blue", "\u2060"]}),
+               ("/v1/chat/completions", {"model": "cam", "messages": [{"role": "user", "content": invisible}]}),
+               ("/v1/chat/completions", {**chat, "options": ["Blue", "BLUE\ufeff"]}),
+               ("/v1/streams/cam/watches", {"question": invisible})]
+    with shared_server.client() as c:
+        asked = len(c.get("/v1/streams/cam/questions", params={"limit": 500}).json()["questions"])
+        for path, body in refused:
+            r = c.post(path, json=body, headers={"Accept": "text/event-stream"} if "options" in body else {})
+            assert r.status_code == 422, (path, body, r.text)
+        assert c.get("/v1/streams/cam/search", params={"q": invisible}).status_code == 422
+        assert len(c.get("/v1/streams/cam/questions", params={"limit": 500}).json()["questions"]) == asked
+        assert c.get("/v1/streams/cam/watches").json()["watches"] == []
+        plain = c.get("/v1/streams/cam/search", params={"q": "orange"}).json()
+        split = c.get("/v1/streams/cam/search", params={"q": "or\u200bange\u00ad"}).json()
+    assert plain["hits"] and [h["node_id"] for h in split["hits"]] == [h["node_id"] for h in plain["hits"]]
+    assert split["query"] == "orange"
+
+
 def test_duplicate_running_stream_and_delete(shared_server: LucyServer, videos: dict[str, Path]) -> None:
     spec = {"name": "paced", "source": str(videos["short"]), "realtime": True, "captioner": "none"}
     with shared_server.client() as c:
@@ -266,3 +292,66 @@ def test_frames_of_a_stream_in_progress(shared_server: LucyServer, videos: dict[
         assert 0 < answer["horizon"] <= status["ingested_until"] + 1e-6
         assert status["state"] in ("running", "finished")
         c.delete("/v1/streams/live1", params={"purge": "true"})
+
+
+def test_ids_limits_and_sizes_out_of_range_answer_422(shared_server: LucyServer, cam: dict) -> None:
+    """Every integer of a path or query is bounded where it enters: a 64-bit overflow (2**63, 10**30), a negative
+    or a non-number is a 422 JSON error, never a 500 from the store."""
+    checked = [  # (route, the integer parameter, the other parameters it needs)
+        ("/v1/streams/cam/alerts", "after_id", {}), ("/v1/streams/cam/alerts", "watch_id", {}),
+        ("/v1/streams/cam/alerts", "limit", {}), ("/v1/streams/cam/questions", "limit", {}),
+        ("/v1/streams/cam/memory", "limit", {}), ("/v1/streams/cam/search", "limit", {"q": "plate"}),
+        ("/v1/streams/cam/frames", "width", {"t": 1}), ("/v1/streams/cam/frames/latest", "width", {}),
+    ]
+    with shared_server.client() as c:
+        for value in (2**63, 2**64 + 1, 10**30, -1, -(2**63) - 1, "abc", "1.5", "0x10", ""):
+            for route, name, extra in checked:
+                r = c.get(route, params={**extra, name: value})
+                assert r.status_code == 422, (route, name, value, r.status_code, r.text)
+                assert r.headers["content-type"].startswith("application/json") and r.json()["error"]["message"]
+            if value != "":  # the path's id
+                r = c.delete(f"/v1/streams/cam/watches/{value}")
+                assert r.status_code == 422 and r.json()["error"]["message"], (value, r.text)
+        # The largest id there can be is a valid one: nothing has it.
+        assert c.get("/v1/streams/cam/alerts", params={"after_id": 2**63 - 1}).json()["alerts"] == []
+        assert c.get("/v1/streams/cam/alerts", params={"watch_id": 2**63 - 1}).json()["alerts"] == []
+        assert c.delete(f"/v1/streams/cam/watches/{2**63 - 1}").status_code == 404
+
+
+def test_the_dashboards_memory_page_of_a_long_stream_reads_only_its_rows(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """20,000 nodes stored, and ``memory?latest=true&limit=60`` (the dashboard's request) turns 61 rows into nodes:
+    the page is cut in SQL, not from the whole stream in Python."""
+    from starlette.testclient import TestClient
+
+    from lucy.config import load_settings
+    from lucy.ingest import open_frames
+    from lucy.memory import sqlite_store
+    from lucy.memory.nodes import MemoryNode
+    from lucy.service.app import create_app
+
+    settings = load_settings(data=tmp_path / "data", **{"captioner.backend": "pixels"})
+    open_frames(settings).create("long", source="/v.mp4", live=False, width=64, height=64, stored_fps=2.0,
+                                 codec="zstd", quality=90)
+    memory = sqlite_store.SQLiteMemoryStore.for_data(settings)
+    n = 20_000
+    memory.add_many([MemoryNode("long", "coarse", 60.0 * i, 60.0 * (i + 1), f"span {i}") for i in range(n)])
+    made: list[int] = []
+
+    def counted(row):  # every row a store turns into a node
+        made.append(1)
+        return node_of(row)
+
+    node_of = sqlite_store.node_of
+    monkeypatch.setattr(sqlite_store, "node_of", counted)
+    with TestClient(create_app(settings, memory=memory), base_url="http://127.0.0.1") as client:
+        made.clear()
+        r = client.get("/v1/streams/long/memory", params={"latest": "true", "limit": 60})
+        assert r.status_code == 200, r.text
+        page = r.json()
+        assert [x["text"] for x in page["nodes"]] == [f"span {i}" for i in range(n - 60, n)] and page["truncated"]
+        assert len(made) == 61
+        made.clear()
+        first = client.get("/v1/streams/long/memory", params={"limit": 5, "level": "coarse", "from": 600_000}).json()
+        assert [x["text"] for x in first["nodes"]] == [f"span {i}" for i in range(10_000, 10_005)]
+        assert len(made) == 6

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from lucy.memory.store import MAX_ID
 from lucy.service import sse
 from lucy.service.errors import NotFound
 from lucy.service.schemas import AlertList, WatchIn, WatchList, WatchOut
@@ -49,7 +50,8 @@ async def list_watches(name: str, request: Request) -> dict[str, Any]:
 
 
 @router.delete("/v1/streams/{name}/watches/{watch_id}", summary="Stop watching (its alerts stay as history)")
-async def delete_watch(name: str, watch_id: int, request: Request) -> dict[str, Any]:
+async def delete_watch(name: str, watch_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+                       request: Request) -> dict[str, Any]:
     svc = service(request)
     await asyncio.to_thread(svc.manager.require, name)
 
@@ -67,9 +69,11 @@ async def delete_watch(name: str, watch_id: int, request: Request) -> dict[str, 
 
 @router.get("/v1/streams/{name}/alerts", response_model=AlertList, summary="Alerts of the stream, oldest first")
 async def list_alerts(name: str, request: Request,
-                      after_id: Annotated[int, Query(ge=0, description="Only alerts with a greater id.")] = 0,
+                      after_id: Annotated[int, Query(ge=0, le=MAX_ID,
+                                                     description="Only alerts with a greater id.")] = 0,
                       limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-                      watch_id: Annotated[int | None, Query(ge=1, description="Only this watch's alerts.")] = None,
+                      watch_id: Annotated[int | None, Query(ge=1, le=MAX_ID,
+                                                            description="Only this watch's alerts.")] = None,
                       ) -> dict[str, Any]:
     svc = service(request)
     await asyncio.to_thread(svc.manager.require, name)

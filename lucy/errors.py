@@ -1,5 +1,8 @@
 """Errors that reach users as one clear line (the CLI prints them without a traceback)."""
 
+import errno
+import sqlite3
+
 
 class LucyError(Exception):
     """A failure caused by input or environment, with a message meant for the user."""
@@ -20,3 +23,24 @@ class InputError(LucyError, ValueError):
 
 class WebhookRefused(InputError):
     """A webhook URL names a host that webhooks may not go to (cloud metadata, link-local, not an allowed host...)."""
+
+
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # a quota is a full disk to its user
+_PG_DISK_FULL = "53100"  # PostgreSQL's disk_full SQLSTATE
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err``, or an error it was raised from, says that a disk is full: a write of the frame store (an
+    OSError, raised through zarr) or of the memory store (SQLite's SQLITE_FULL, PostgreSQL's disk_full)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _DISK_FULL_ERRNOS:
+            return True
+        if getattr(current, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return True
+        if getattr(current, "sqlstate", None) == _PG_DISK_FULL:
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -26,8 +26,11 @@ from lucy.cli.common import (
     stderr_console,
 )
 from lucy.config import CaptionerBackend
+from lucy.errors import LucyError, is_disk_full
 
 if TYPE_CHECKING:
+    from lucy.config import LucySettings
+    from lucy.memory.store import MemoryStore
     from lucy.recorder import Recording
 
 CaptionerOption = Annotated[CaptionerBackend | None, typer.Option(
@@ -88,6 +91,11 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
             return EXIT_INTERRUPTED
         coarse_nodes = memory.count(stream, level="coarse", origin=INGEST_ORIGIN)
         captioned_until = memory.captioned_until(stream)
+    except Exception as err:
+        if not is_disk_full(err):
+            raise
+        # What was committed before the disk filled is consistent: say what it is and that a rerun resumes.
+        raise LucyError(_disk_full(settings, stream, memory)) from None
     finally:
         memory.close()
     code = _summary(recording, coarse_nodes, captioned_until, as_json=as_json,
@@ -96,6 +104,25 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
         note("interrupted; everything committed so far is kept")
         return EXIT_INTERRUPTED
     return code
+
+
+def _disk_full(settings: LucySettings, stream: str, memory: MemoryStore) -> str:
+    """The one line for a recording that stopped on a full disk: what is kept, and how to go on."""
+    from lucy.ingest import open_frames
+
+    try:
+        info = open_frames(settings).open(stream).info()
+        frames = f"{info.frames} frames up to {info.last_time or 0.0:.1f} s are stored" if info.frames else \
+            "no frames are stored"
+    except LucyError:
+        frames = "no frames are stored"
+    try:
+        until = memory.captioned_until(stream)
+        captions = f"coarse captions cover 0-{until:.1f} s" if until else "no coarse captions yet"
+    except Exception:  # noqa: BLE001  (the memory store may be what failed: the line is said without it)
+        captions = "the captions stored so far are kept"
+    return (f"the disk of the data directory {settings.data} is full: {frames}, {captions}; free some space and "
+            f"run the same command again: it resumes after what is kept")
 
 
 def _summary(recording: Recording, coarse_nodes: int, captioned_until: float, *, as_json: bool,

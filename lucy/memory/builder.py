@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from lucy.config import Level, LucySettings
-from lucy.errors import StoreError
+from lucy.errors import StoreError, is_disk_full
 from lucy.ingest.frames import Clip, FrameStore, FrameStores, check_stream_name
 from lucy.ingest.pipeline import IngestStats
 from lucy.ingest.source import redact_url
@@ -309,7 +309,10 @@ class CoarseBuilder:
             asyncio.run(self._main())
         except BaseException as err:  # noqa: BLE001  (kept for drain()/start() to re-raise in the caller)
             self.error = err
-            log.error("memory builder of %s failed: %r", self.stream, err)
+            # A full disk is the caller's to say, in its own words (`lucy ingest`'s one line, a stream's failed
+            # state): the frame store's next write fails too, if the builder's error is not re-raised first.
+            log.log(logging.INFO if is_disk_full(err) else logging.ERROR, "memory builder of %s failed: %r",
+                    self.stream, err)
         finally:
             self._ready.set()
 

@@ -22,6 +22,7 @@ from lucy.cli.common import (
 )
 from lucy.config import LEVEL_NAMES_HELP
 from lucy.errors import LucyError
+from lucy.untrusted import normalise_question
 
 SEARCH_LINES = 3  # lines of a caption `lucy search` shows per hit (those with the query's words)
 SPEECH_LEVEL = "speech"  # lucy.memory.transcribers.SPEECH_LEVEL, checked by a test (that module imports numpy)
@@ -128,9 +129,7 @@ def search(text: Annotated[str, typer.Argument(metavar="TEXT", show_default=Fals
 
     settings = load(data, config, preset, verbose)
     check_stream_name(stream)
-    text = text.strip()
-    if not text:
-        raise LucyError("the search text is empty")
+    text = normalise_question(text, what="search text")[0]  # InputError when empty once normalised
     if start is not None and end is not None and end <= start:
         raise LucyError(f"--end ({end:g}) must be after --start ({start:g})")
     require_stream(settings, stream)

@@ -32,6 +32,7 @@ import numpy as np
 from PIL import Image
 
 from lucy.errors import LucyError
+from lucy.untrusted import remove_format_characters
 
 ENGINES = ("tesseract", "rapidocr")
 _SYSTEM_TESSDATA = (
@@ -51,6 +52,12 @@ class TextLine:
     x: float  # centre of the line, as a fraction of the picture's width / height
     y: float
     box: tuple[float, float, float, float] | None = None  # (left, top, right, bottom), fractions as x / y
+
+
+def line_text(text: str) -> str:
+    """A line as OCR read it, as memory keeps it: NFC, no format characters (a zero-width character inside a word
+    would hide the word from search), single spaces."""
+    return " ".join(remove_format_characters(text).split())
 
 
 class OcrEngine(Protocol):
@@ -202,10 +209,11 @@ class TesseractEngine:
             except RuntimeError:  # tesserocr's way of saying "this line is empty"
                 continue
             box = item.BoundingBox(level)
+            text = line_text(text or "")
             if not text or box is None:
                 continue
             x0, y0, x1, y1 = box
-            lines.append(TextLine(" ".join(text.split()), float(item.Confidence(level)),
+            lines.append(TextLine(text, float(item.Confidence(level)),
                                   (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height,
                                   (x0 / gray.width, y0 / gray.height, x1 / gray.width, y1 / gray.height)))
         api.Clear()
@@ -337,8 +345,9 @@ class RapidOcrEngine:
         pieces = []
         for box, text, score in zip(result.boxes, result.txts, result.scores, strict=True):
             box = np.asarray(box, dtype=np.float64)
-            if text.strip():
-                pieces.append((" ".join(text.split()), float(score) * 100.0, float(box[:, 0].min()),
+            text = line_text(text)
+            if text:
+                pieces.append((text, float(score) * 100.0, float(box[:, 0].min()),
                                float(box[:, 0].max()), float(box[:, 1].min()), float(box[:, 1].max())))
         return [TextLine(text, confidence, (x0 + x1) / 2 / gray.width, (y0 + y1) / 2 / gray.height,
                          (x0 / gray.width, y0 / gray.height, x1 / gray.width, y1 / gray.height))

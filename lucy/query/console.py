@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from lucy.config import LucySettings
-from lucy.errors import LucyError
 from lucy.ingest.frames import check_stream_name
 from lucy.query.factory import open_engine
 from lucy.query.trace import QueryResult
+from lucy.untrusted import normalise_question
 
 
 def answer_lines(result: QueryResult) -> list[str]:
@@ -47,10 +47,7 @@ def ask_command(settings: LucySettings, stream: str, question: str, options: Seq
     """Run one question; print the trace and the answer (or one JSON object). Returns the exit code."""
     out = out or sys.stdout
     check_stream_name(stream)
-    if not question.strip():
-        raise LucyError("the question is empty")
-    if any(not o.strip() for o in options):
-        raise LucyError("an --option is empty")
+    question, options = normalise_question(question, options)  # InputError: empty, or duplicate options
     result = asyncio.run(_ask(settings, stream, question, options, as_json, out))
     if as_json:
         print(json.dumps(result.to_json()), file=out)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lucy.config import CaptionerBackend
+from lucy.untrusted import normalise_question
 
 
 class _Body(BaseModel):
@@ -248,6 +249,11 @@ class WatchIn(_Body):
 
     question: str = Field(min_length=1, max_length=500, description="What to watch for, as a yes/no question.",
                           examples=["Is a delivery van at the gate?"])
+
+    @field_validator("question")
+    @classmethod
+    def _visible_question(cls, value: str) -> str:
+        return normalise_question(value, what="watch question")[0]  # an InputError is a ValueError: 422
     cooldown_seconds: float | None = Field(
         None, ge=0, le=86_400, description="Quiet time after an alert before the watch alerts again (default: the "
                                            "server's).")

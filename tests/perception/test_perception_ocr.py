@@ -63,3 +63,19 @@ def test_low_confidence_lines_are_dropped():
     captioner = PixelsCaptioner(PixelsCaptionerSettings(ocr_engine="rapidocr", ocr_min_confidence=100, people=False))
     text = asyncio.run(captioner.describe(sign_clip(), "Read the text.", level=Level.FINE)).text
     assert "- none readable" in text  # nothing reaches 100
+
+
+def test_read_text_loses_format_characters_so_its_words_stay_findable(tmp_path):
+    """A zero-width space or soft hyphen inside a word would make it another word to full-text search: the line
+    OCR read is kept in NFC, without format characters, single-spaced."""
+    from lucy.memory.nodes import MemoryNode
+    from lucy.memory.sqlite_store import SQLiteMemoryStore
+
+    read = ocr.line_text("PLAT\u200bFORM\u00ad  7\u2060 De\u0301part \ufeff")
+    assert read == "PLATFORM 7 D\u00e9part"
+    store = SQLiteMemoryStore(tmp_path / "memory.sqlite")
+    try:
+        store.add(MemoryNode("cam", "coarse", 0, 60, f"On-screen text: {read}"))
+        assert [n.text for n, _ in store.search("cam", "platform")] == ["On-screen text: PLATFORM 7 Départ"]
+    finally:
+        store.close()

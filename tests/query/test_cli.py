@@ -98,3 +98,9 @@ def test_ask_errors_are_one_line(ingested):
     asked = subprocess.run([sys.executable, "-m", "lucy", "ask", "  ", "--stream", "cam", "--data", str(ingested)],
                            env=_env(), capture_output=True, text=True, timeout=60)
     assert asked.returncode == 1 and "question is empty" in asked.stderr
+    # Invisible characters are no question, and options that differ only by them (or by case) are one option.
+    for args, message in ((["\u200b\u2060\ufeff"], "question is empty"),
+                          (["Which colour?", "--option", "Red", "--option", "re\u200bd"], "are the same")):
+        asked = subprocess.run([sys.executable, "-m", "lucy", "ask", *args, "--stream", "cam", "--data",
+                                str(ingested)], env=_env(), capture_output=True, text=True, timeout=60)
+        assert asked.returncode == 1 and asked.stderr.startswith("lucy: error:") and message in asked.stderr, args

@@ -200,12 +200,13 @@ def test_invisible_characters_are_taken_out_at_every_edge(shared_server: LucySer
                ("/v1/streams/cam/watches", {"question": invisible})]
     with shared_server.client() as c:
         asked = len(c.get("/v1/streams/cam/questions", params={"limit": 500}).json()["questions"])
+        watches = c.get("/v1/streams/cam/watches").json()["watches"]
         for path, body in refused:
             r = c.post(path, json=body, headers={"Accept": "text/event-stream"} if "options" in body else {})
             assert r.status_code == 422, (path, body, r.text)
         assert c.get("/v1/streams/cam/search", params={"q": invisible}).status_code == 422
         assert len(c.get("/v1/streams/cam/questions", params={"limit": 500}).json()["questions"]) == asked
-        assert c.get("/v1/streams/cam/watches").json()["watches"] == []
+        assert c.get("/v1/streams/cam/watches").json()["watches"] == watches
         plain = c.get("/v1/streams/cam/search", params={"q": "orange"}).json()
         split = c.get("/v1/streams/cam/search", params={"q": "or\u200bange\u00ad"}).json()
     assert plain["hits"] and [h["node_id"] for h in split["hits"]] == [h["node_id"] for h in plain["hits"]]

@@ -16,6 +16,7 @@ from lucy.service import memory_pages
 from lucy.service.errors import InvalidRequest
 from lucy.service.schemas import MemoryOut, SearchOut
 from lucy.service.state import service
+from lucy.untrusted import normalise_line
 
 router = APIRouter(tags=["memory"])
 
@@ -57,7 +58,7 @@ async def search_memory(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> dict[str, Any]:
     svc = service(request)
-    query = q.strip()
+    query = normalise_line(q)  # NFC, no invisible or control characters: what is typed is what is searched
     if not query:
         raise InvalidRequest("q is empty: say what to look for")
     if (start is not None and not math.isfinite(start)) or (end is not None and not math.isfinite(end)):

@@ -111,11 +111,15 @@ def test_mqtt_bridge(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitt
         # Bad questions get an error reply (with the id when there is one), and the bridge carries on.
         watcher.publish("lucy/gate/questions", b"{not json")
         watcher.publish("lucy/gate/questions", {"id": "q-2", "question": ""})
+        watcher.publish("lucy/gate/questions", {"id": "q-invisible", "question": "\u200b\u2060\ufeff\u0000"})
+        watcher.publish("lucy/gate/questions", {"id": "q-same", "question": "Which?", "options": ["Red", "r\u200bed"]})
         watcher.publish("lucy/nosuch/questions", {"id": 3, "question": "anyone there?"})
         bad_json = wait_for(lambda: watcher.find(lambda t, p, r: t == "lucy/gate/answers" and isinstance(p, dict)
                                                  and p.get("id") is None), 60, "the bad-JSON reply")
         assert "JSON" in bad_json[0][1]["error"]
         assert _answer(watcher, "q-2")["status"] == 422
+        assert "empty" in (invisible := _answer(watcher, "q-invisible"))["error"] and invisible["status"] == 422
+        assert "are the same" in (same := _answer(watcher, "q-same"))["error"] and same["status"] == 422
         assert _answer(watcher, 3, stream="nosuch")["status"] == 404
 
         # The broker restarts (and forgets everything retained): the bridge reconnects and re-announces.

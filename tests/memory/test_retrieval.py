@@ -273,3 +273,30 @@ def test_what_every_memory_of_a_stream_shares_does_not_decide_a_search(store):
     assert hits[0].node.text == "the yard, and a fox crossing it" and hits[0].semantic_rank == 1
     similarity = index.similarities(query, store.nodes("yard"))
     assert similarity is not None and store.nodes("yard")[int(np.argmax(similarity))].text == hits[0].node.text
+
+
+class HashEmbedder(Embedder):
+    """A vector per text from its hash: no model, any text."""
+
+    name, model, dim = "hash", "hash-1", 8
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.embed_query(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = np.random.default_rng(abs(hash(text))).normal(size=self.dim).astype(np.float32)
+        return vector / np.linalg.norm(vector)
+
+
+def test_the_indexs_caches_stop_growing_at_their_bounds(store):
+    """Query vectors (one per distinct question), node vectors and per-stream matrices each keep at most their bound,
+    the most recently used; what was dropped is made again (from the store) when asked for."""
+    index = MemoryIndex(store, HashEmbedder(), cache_vectors=10, cache_queries=4, cache_streams=2)
+    for k in range(3):
+        fill(store, f"cam-{k}")
+    for k in range(12):
+        index.search(f"cam-{k % 3}", f"distinct question number {k} about a van?")
+    assert len(index._queries) == 4 and len(index._cache) == 10 and len(index._streams) == 2
+    assert [q for _, q in index._queries][-1] == "distinct question number 11 about a van?"
+    assert list(index._streams) == ["cam-1", "cam-2"]  # the two searched last
+    assert index.search("cam-0", "a red van")[0].node.text.startswith("A red van")  # dropped, made again

@@ -16,6 +16,11 @@ without (target ratio <= 1.3), and per stream gaps, decode errors and whether st
 (frames lost: target 0).
 
     .venv/bin/python bench/soak.py [--questions 10000] [--skip-retention]
+
+``--dashboard-nodes 100000`` instead times what an open dashboard asks of a long stream (its memory page, the
+stream list, question history, alerts, watches, the event feed's first event), p50/p95 over ``--dashboard-calls``
+calls alone and from 8 clients, on a stored stream of 100 nodes and of N, each behind its own ``lucy serve``, with
+the server's RSS (target: p95 <= 50 ms at N, and RSS flat).
 """
 
 from __future__ import annotations
@@ -462,6 +467,150 @@ def memory_budget(questions: int, video_seconds: int, arena_max: int, uses: int)
             budget.close()
 
 
+# ------------------------------------------------------------------------------------ --dashboard-nodes
+
+DASHBOARD_STREAM = "long"
+DASHBOARD_CLIENTS = 8
+# What an open dashboard asks of a stream it shows (the paths of lucy/service/static/dashboard.js), and its feed.
+DASHBOARD_REQUESTS = {
+    "memory latest 60": f"/v1/streams/{DASHBOARD_STREAM}/memory?latest=true&limit=60",
+    "streams": "/v1/streams",
+    "questions 20": f"/v1/streams/{DASHBOARD_STREAM}/questions?limit=20",
+    "alerts 50": f"/v1/streams/{DASHBOARD_STREAM}/alerts?limit=50",
+    "watches": f"/v1/streams/{DASHBOARD_STREAM}/watches",
+    "event feed hello": "/v1/dashboard/events",
+}
+
+
+def stored_memory(data: Path, nodes: int) -> None:
+    """A stream only stored in ``data`` (as `lucy ingest` leaves one): a frame store, ``nodes`` coarse captions of
+    60 s (100,000 are 69 days), 500 answered questions, a watch and 2,000 alerts, written straight to the stores."""
+    from lucy.config import load_settings
+    from lucy.ingest import open_frames
+    from lucy.memory.nodes import MemoryNode
+    from lucy.memory.sqlite_store import SQLiteMemoryStore
+    from lucy.watch.model import Alert
+
+    settings = load_settings(data=data)
+    open_frames(settings).create(DASHBOARD_STREAM, source="/videos/long.mp4", live=False, width=64, height=36,
+                                 stored_fps=1.0, codec="zstd", quality=90)
+    memory = SQLiteMemoryStore.for_data(settings)
+    words = ["a person crosses the yard", "a white van parks by the gate", "the lights go off", "rain on the lens"]
+    for at in range(0, nodes, 10_000):
+        memory.add_many([MemoryNode(DASHBOARD_STREAM, "coarse", 60.0 * i, 60.0 * (i + 1),
+                                    f"span {i}: {words[i % len(words)]}") for i in range(at, min(nodes, at + 10_000))])
+    for k in range(500):
+        qid = memory.add_question(DASHBOARD_STREAM, f"what happened at minute {k}?")
+        memory.set_answer(qid, {"answer": f"nothing much at minute {k}", "confident": True})
+    watch = memory.add_watch(DASHBOARD_STREAM, "Is a van at the gate?")
+    for k in range(2000):
+        start = 60.0 * (k * nodes // 2000)
+        memory.add_alert(Alert(id=None, watch_id=watch.id, stream=DASHBOARD_STREAM, question=watch.question,
+                               start=start, end=start + 60, reason="a van", frame_time=start + 30, level="coarse",
+                               created=time.time(), event_end=start + 60))
+    memory.close()
+
+
+def dashboard_call(client: httpx.Client, path: str) -> float:
+    """Seconds for one of the dashboard's requests; the event feed until its ``hello`` event has come whole."""
+    began = time.perf_counter()
+    if path == DASHBOARD_REQUESTS["event feed hello"]:
+        with client.stream("GET", path) as r:
+            r.raise_for_status()
+            lines = r.iter_lines()
+            while next(lines) != "event: hello":
+                pass
+            if not next(lines).startswith("data: "):
+                raise RuntimeError("the feed's hello event has no data")
+    else:
+        client.get(path).raise_for_status()
+    return time.perf_counter() - began
+
+
+def dashboard_figures(data: Path, port: int, calls: int) -> dict[str, Any]:
+    """Latency p50/p95 of each request, alone and from eight clients at once, `GET /v1/streams` while eight clients
+    read memory pages, and the server's RSS: at start, after everything, and the peak sampled while it ran."""
+    config = data.parent / "lucy.toml"
+    config.write_text(f'data = "{data}"\n[captioner]\nbackend = "pixels"\n'
+                      f'[service]\nport = {port}\nstats_interval_seconds = 1.0\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    with open(data.parent / "serve.log", "wb") as log:
+        server = subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config)], stdout=log,
+                                  stderr=log, env=env)
+    url = f"http://127.0.0.1:{port}"
+    peak, done = [0.0], threading.Event()
+
+    def sample_rss() -> None:
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], process_figures(server.pid)["rss_mb"])
+
+    out: dict[str, Any] = {}
+    try:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            wait_for(lambda: client.get("/readyz").status_code == 200, 120, "lucy serve", tolerate=(httpx.HTTPError,))
+            for path in DASHBOARD_REQUESTS.values():  # each worker thread's first read; the pages are warm after
+                for _ in range(3):
+                    dashboard_call(client, path)
+            out["rss start"] = process_figures(server.pid)["rss_mb"]
+            sampler = threading.Thread(target=sample_rss, daemon=True)
+            sampler.start()
+            for name, path in DASHBOARD_REQUESTS.items():
+                out[name, 1] = [dashboard_call(client, path) for _ in range(calls)]
+        clients = [httpx.Client(base_url=url, timeout=120) for _ in range(DASHBOARD_CLIENTS)]
+        try:
+            with ThreadPoolExecutor(DASHBOARD_CLIENTS) as pool:
+                for name, path in DASHBOARD_REQUESTS.items():
+                    out[name, DASHBOARD_CLIENTS] = list(pool.map(
+                        lambda k, p=path: dashboard_call(clients[k % DASHBOARD_CLIENTS], p), range(calls)))
+                # The finding this answers: eight memory readers delayed the stream list by seconds.
+                readers = [pool.submit(lambda c=c: [dashboard_call(c, DASHBOARD_REQUESTS["memory latest 60"])
+                                                    for _ in range(calls // 4)]) for c in clients[1:]]
+                with httpx.Client(base_url=url, timeout=120) as lister:
+                    out["streams while 7 read memory", 1] = [dashboard_call(lister, "/v1/streams")
+                                                             for _ in range(calls // 4)]
+                for reader in readers:
+                    reader.result()
+        finally:
+            for c in clients:
+                c.close()
+        done.set()
+        sampler.join()
+        out["rss end"], out["rss peak"] = process_figures(server.pid)["rss_mb"], peak[0]
+    finally:
+        done.set()
+        stop_process(server, timeout=60)
+    return out
+
+
+def dashboard_bench(nodes: int, calls: int, baseline: int = 100) -> None:
+    """The ``--dashboard-nodes`` run: the dashboard's requests on a stream of ``baseline`` nodes and of ``nodes``,
+    each behind its own ``lucy serve``; prints the figures and their ratios (target: p95 <= 50 ms at ``nodes`` and
+    flat RSS)."""
+    runs: dict[int, dict[str, Any]] = {}
+    for size in (baseline, nodes):
+        with tempfile.TemporaryDirectory(prefix="lucy-dashboard-") as tmp:
+            data = Path(tmp) / "data"
+            began = time.perf_counter()
+            stored_memory(data, size)
+            print(f"{size} nodes stored in {time.perf_counter() - began:.1f} s; timing {calls} calls of each request",
+                  flush=True)
+            runs[size] = dashboard_figures(data, free_port(), calls)
+    small, large = runs[baseline], runs[nodes]
+    print(f"\n{'request':<30}{'clients':>8}{f'p50 ms @{baseline}':>14}{f'p95 ms @{baseline}':>14}"
+          f"{f'p50 ms @{nodes}':>16}{f'p95 ms @{nodes}':>16}{'p95 ratio':>11}")
+    for key in [k for k in large if isinstance(k, tuple)]:
+        a, b = small[key], large[key]
+        print(f"{key[0]:<30}{key[1]:>8}{percentile(a, .5) * 1000:>14.1f}{percentile(a, .95) * 1000:>14.1f}"
+              f"{percentile(b, .5) * 1000:>16.1f}{percentile(b, .95) * 1000:>16.1f}"
+              f"{percentile(b, .95) / percentile(a, .95):>11.2f}")
+    print(f"  (target: p95 <= 50 ms at {nodes} nodes)")
+    print(f"\n{'server RSS MiB':<30}{'start':>10}{'end':>10}{'peak':>10}{'end / start':>13}")
+    for size, run in runs.items():
+        print(f"{f'{size} nodes':<30}{run['rss start']:>10.1f}{run['rss end']:>10.1f}{run['rss peak']:>10.1f}"
+              f"{run['rss end'] / run['rss start']:>13.3f}")
+    print(f"  (target: flat: the same at {nodes} nodes as at {baseline}, end within 5% of start)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=10_000)
@@ -472,7 +621,14 @@ def main() -> None:
                         help="instead: what each model costs in memory, then a server's and its workers' memory over "
                              "--questions distinct questions (500 if not given)")
     parser.add_argument("--malloc-arena-max", type=int, default=0, help="MALLOC_ARENA_MAX for the --memory-budget server")
+    parser.add_argument("--dashboard-nodes", type=int, default=0, metavar="N",
+                        help="instead: the dashboard's requests on a stored stream of N memory nodes (and of 100), "
+                             "--dashboard-calls calls each, alone and from 8 clients, and the server's RSS")
+    parser.add_argument("--dashboard-calls", type=int, default=200)
     args = parser.parse_args()
+    if args.dashboard_nodes:
+        dashboard_bench(args.dashboard_nodes, args.dashboard_calls)
+        return
     if args.memory_budget:
         questions = args.questions if "--questions" in sys.argv else 500
         memory_budget(questions, args.video_seconds, args.malloc_arena_max, uses=20)

@@ -181,7 +181,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vecto
                                                            _v4_alert_cursors, _v5_bounded_reads]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_REMEMBERED_READS = 4096  # per connection (see SQLiteMemoryStore._unless_changed); all forgotten past this
+_REMEMBERED_READS = 4096  # per store (see _Unchanged); all forgotten past this
 # AUTOINCREMENT: an alert id is never reused, even after its stream is deleted, so a poller's after_id stays valid.
 
 
@@ -207,6 +207,7 @@ class SQLiteMemoryStore(MemoryStore):
         self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._pid = os.getpid()
         self._closed = False
+        self._unchanged = _Unchanged(self.path, self.busy_timeout)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._owner_only()
         self._migrate(self._db())
@@ -243,6 +244,7 @@ class SQLiteMemoryStore(MemoryStore):
             self._local = threading.local()
             self._connections = {}
             self._lock = threading.Lock()
+            self._unchanged = _Unchanged(self.path, self.busy_timeout)
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             try:
@@ -321,6 +323,7 @@ class SQLiteMemoryStore(MemoryStore):
         with self._lock:
             connections, self._connections = list(self._connections.values()), {}
             self._closed = True
+        self._unchanged.close()
         for db in connections:
             try:
                 db.close()
@@ -451,20 +454,16 @@ class SQLiteMemoryStore(MemoryStore):
             "SELECT count(*), max(id), total(created) FROM nodes WHERE stream = ?", (stream,)).fetchone()))
 
     def _unless_changed(self, key: tuple[object, ...], read: Callable[[sqlite3.Connection], T]) -> T:
-        """``read(db)``, or what it returned on this connection before if the database has not changed since.
+        """``read(db)``, or what it returned before (on any thread) if nothing was committed to the database since.
 
-        ``data_version`` moves with every commit by another connection (any thread or process), ``total_changes``
-        with this one's; both are read before ``read`` runs, so a commit meanwhile makes the next call read again.
-        """
+        The version is taken before ``read`` runs, so a commit meanwhile makes the next call read again."""
         db = self._db()
-        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
-        seen: dict[tuple[object, ...], tuple[object, Any]] | None = getattr(self._local, "unchanged", None)
-        if seen is None or len(seen) >= _REMEMBERED_READS:
-            seen = self._local.unchanged = {}
-        if key in seen and seen[key][0] == version:
-            return seen[key][1]  # type: ignore[no-any-return]
+        version = self._unchanged.version()
+        found, value = self._unchanged.get(key, version)
+        if found:
+            return value  # type: ignore[no-any-return]
         value = read(db)
-        seen[key] = (version, value)
+        self._unchanged.put(key, version, value)
         return value
 
     # ----------------------------------------------------------------------------------- vectors
@@ -615,6 +614,43 @@ class SQLiteMemoryStore(MemoryStore):
                 raise KeyError(f"no watch with id {watch_id}")
 
 
+
+
+class _Unchanged:
+    """Reads a store remembers until the database changes, shared by all its threads (each would otherwise read
+    once per commit on its own connection). One connection, used for nothing else, tells when: its ``data_version``
+    moves with every commit by any other connection (every thread's of this store, every process's)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._seen: dict[tuple[object, ...], tuple[int, Any]] = {}
+
+    def version(self) -> int:
+        with self._lock:
+            if self._db is None:
+                self._db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                           check_same_thread=False)  # used under the lock only
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def get(self, key: tuple[object, ...], version: int) -> tuple[bool, Any]:
+        with self._lock:
+            seen = self._seen.get(key)
+        return (True, seen[1]) if seen is not None and seen[0] == version else (False, None)
+
+    def put(self, key: tuple[object, ...], version: int, value: Any) -> None:
+        with self._lock:
+            if len(self._seen) >= _REMEMBERED_READS:
+                self._seen.clear()
+            self._seen[key] = (version, value)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._seen.clear()
 
 
 class _WriteTransaction:

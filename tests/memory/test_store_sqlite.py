@@ -319,6 +319,12 @@ def test_counts_and_caption_coverage_are_read_again_only_after_a_commit_by_anyon
     assert (store.count("cam", level="coarse", origin="ingest"), store.captioned_until("cam")) == (2, 120.0)
     assert _instructions(store, lambda: (store.count("cam", level="coarse", origin="ingest"),
                                          store.captioned_until("cam"), store.count("cam"))) <= 300
+    seen: list[object] = []  # another thread (its own connection) is given what this one read
+    reader = threading.Thread(target=lambda: seen.append((store.captioned_until("cam"), _instructions(
+        store, lambda: seen.append(store.count("cam", level="coarse", origin="ingest"))))))
+    reader.start()
+    reader.join()
+    assert seen == [2, (120.0, 0)]
     other = SQLiteMemoryStore(store.path)  # another store object, as another process would write
     other.add(coarse(120, 180, "c"))
     other.close()

@@ -629,22 +629,18 @@ class AlertSettings(_Section):
     webhook_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Time limit of one webhook request.")
     webhook_max_in_flight: int = Field(8, ge=1, le=256, description="Webhook requests sent at once, all watches "
                                        "together; more wait their turn (other alerts are never held up).")
-    poll_seconds: float = Field(0.5, ge=0.05, le=60, description="How often the server looks for new alerts in "
-                                "the memory store (the stream workers write them there).")
-    catch_up_seconds: float = Field(3600.0, ge=0, description="On start, alerts raised while no server delivered "
-                                    "them (by `lucy ingest`, or before a restart) are delivered if younger than this; "
     webhook_allowed_hosts: list[str] = Field(
         default_factory=list, max_length=256,
         description="Host names or addresses webhooks may go to ('*.example.com': its subdomains); empty: any host "
                     "but those always refused (link-local and cloud metadata addresses and names, unspecified "
                     "addresses, and on loopback this server's port and Ray's ports). A watch naming another host "
                     "is refused (422), and every delivery checks the addresses its host resolves to.")
+    poll_seconds: float = Field(0.5, ge=0.05, le=60, description="How often the server looks for new alerts in "
+                                "the memory store (the stream workers write them there).")
+    catch_up_seconds: float = Field(3600.0, ge=0, description="On start, alerts raised while no server delivered "
+                                    "them (by `lucy ingest`, or before a restart) are delivered if younger than this; "
                                     "older ones are counted as stale and skipped.")
 
-    @model_validator(mode="after")
-    def _backoff_grows(self) -> AlertSettings:
-        if self.webhook_max_seconds < self.webhook_initial_seconds:
-            raise ValueError(f"alerts.webhook_max_seconds ({self.webhook_max_seconds:g}) is below "
     @field_validator("webhook_allowed_hosts")
     @classmethod
     def _webhook_hosts(cls, value: list[str]) -> list[str]:
@@ -664,6 +660,10 @@ class AlertSettings(_Section):
             names.append(name)
         return names
 
+    @model_validator(mode="after")
+    def _backoff_grows(self) -> AlertSettings:
+        if self.webhook_max_seconds < self.webhook_initial_seconds:
+            raise ValueError(f"alerts.webhook_max_seconds ({self.webhook_max_seconds:g}) is below "
                              f"alerts.webhook_initial_seconds ({self.webhook_initial_seconds:g})")
         return self
 

@@ -532,12 +532,12 @@ def run(args: argparse.Namespace, videos: list[Video], tmp: Path, stack: Stack) 
 
 def cluster_phases(args: argparse.Namespace, tmp: Path, stack: Stack, pg: PostgresServer, weed: Weed,
                    tp: dict[str, Video], videos: list[Video], figures: dict[str, Any], timeout: float) -> dict[str, Any]:
-    import ray
-
     began = time.monotonic()
     cluster = LocalCluster(ingest_nodes=args.nodes, per_node=args.streams, cpus_per_node=1)
     stack.push("the Ray cluster", cluster.shutdown)
-    cluster.start()
+    cluster.start()  # before ray is imported: it reads its node address and token from the environment then
+    import ray
+
     ray.init(address=cluster.address, namespace="lucy", log_to_driver=False)
     say(f"  Ray cluster: a head and {args.nodes} ingest nodes up in {time.monotonic() - began:.1f} s")
     dsn = pg.create_database()

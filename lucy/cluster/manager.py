@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -38,7 +40,15 @@ REACH_TIMEOUT_SECONDS = 5.0
 
 
 def connect(settings: LucySettings) -> None:
-    """Join the Ray cluster at ``cluster.address`` as a client (once per process)."""
+    """Join the Ray cluster at ``cluster.address`` as a client (once per process), with ``cluster.auth_token`` when
+    one is set: Ray reads its authentication settings from the environment when it is first imported, so they are
+    put there before that."""
+    token = settings.cluster.auth_token.get_secret_value()
+    if token:
+        if "ray" in sys.modules and os.environ.get("RAY_AUTH_TOKEN") != token:
+            raise LucyError("cluster.auth_token must be set before Ray is imported in this process")
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     import ray
 
     if ray.is_initialized():

@@ -687,6 +687,10 @@ class ClusterSettings(_Section):
         description="How long a stream owner's lease lasts without renewal (renewed every third of it).")
     reconcile_seconds: float = Field(
         2.0, gt=0, le=600, description="How often each API replica reconciles the wanted streams with their owners.")
+    auth_token: SecretStr = Field(
+        SecretStr(""), max_length=4096,
+        description="Ray's token authentication (RAY_AUTH_MODE=token): the cluster's shared token, given to Ray before "
+                    "this process joins (never logged); empty: Ray's own configuration of this process's environment.")
 
     @property
     def enabled(self) -> bool:

@@ -41,9 +41,9 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[LocalCluster]:
+    cluster = LocalCluster(ingest_nodes=2, per_node=4).start()  # before ray is imported: it reads its settings then
     import ray
 
-    cluster = LocalCluster(ingest_nodes=2, per_node=4).start()
     ray.init(address=cluster.address, namespace="lucy", log_to_driver=False)
     try:
         yield cluster
@@ -67,7 +67,8 @@ def cluster_sections(dsn: str, weed: Any, cluster: LocalCluster) -> dict[str, di
         "memory": {"backend": "postgres", "postgres_dsn": dsn},
         "frames": {"backend": "s3", "s3_url": f"s3://{BUCKET}/cluster-{next(_PREFIXES)}", "s3_endpoint": weed.endpoint,
                    "s3_access_key_id": ACCESS_KEY, "s3_secret_access_key": SECRET_KEY, "s3_retry_seconds": 60.0},
-        "cluster": {"address": cluster.address, "lease_seconds": 3.0, "reconcile_seconds": 0.5},
+        "cluster": {"address": cluster.address, "lease_seconds": 3.0, "reconcile_seconds": 0.5,
+                    "auth_token": cluster.token},
     }
 
 
@@ -335,3 +336,56 @@ def test_a_wrong_cluster_address_is_one_clear_line(run_lucy, postgres_dsn, weed,
     assert "cannot reach the Ray cluster's head" in done.stderr and "Traceback" not in done.stderr
     done = run_lucy("serve", "--data", str(tmp_path / "data"), "--cluster", "head.local:6379", timeout=60)
     assert done.returncode != 0 and 'memory.backend = "postgres"' in done.stderr  # a cluster needs shared stores
+
+
+def test_the_harness_listens_on_loopback_only(ray_cluster: LocalCluster) -> None:
+    import psutil
+
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
+    listening = [c for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.pid in mine]
+    assert len(listening) >= 6, listening  # GCS, raylets, object managers, agents of three nodes
+    assert all(_loopback(c.laddr.ip) for c in listening), listening
+
+
+def _loopback(ip: str) -> bool:
+    import ipaddress
+
+    address = ipaddress.ip_address(ip)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+_JOIN = """
+import sys
+from lucy.cluster.manager import connect
+from lucy.config import load_settings
+from lucy.errors import LucyError
+
+settings = load_settings(memory={"backend": "postgres", "postgres_dsn": "postgresql://lucy@127.0.0.1/lucy"},
+                         frames={"backend": "s3", "s3_url": "s3://lucy/none"},
+                         cluster={"address": sys.argv[1], "auth_token": sys.argv[2]})
+try:
+    connect(settings)
+except LucyError as err:
+    print("refused:", err)
+    sys.exit(1)
+import ray
+print("ingest:", ray.cluster_resources().get("ingest"))
+"""
+
+
+def test_a_replica_joins_with_the_configured_token_and_is_refused_without_it(ray_cluster: LocalCluster) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}  # only cluster.auth_token counts
+    joined = subprocess.run([sys.executable, "-c", _JOIN, ray_cluster.address, ray_cluster.token], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert joined.returncode == 0 and "ingest: 8.0" in joined.stdout, joined.stderr[-2000:]
+    wrong = "0" * 64
+    refused = subprocess.run([sys.executable, "-c", _JOIN, ray_cluster.address, wrong], env=env,
+                             capture_output=True, text=True, timeout=180)
+    assert refused.returncode == 1 and "refused: cannot join the Ray cluster" in refused.stdout, refused.stdout
+    assert wrong not in refused.stdout + refused.stderr

@@ -5,14 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: FFmpeg (benchmarks), Tesseract (OCR captioner), GStreamer's RTSP server (live-stream tests),
-# Mosquitto and OpenSSL (MQTT tests, TLS included), Chromium + driver (dashboard tests), espeak-ng (speech
+# Mosquitto, its clients (mosquitto_sub / mosquitto_pub, as the README uses them) and OpenSSL (MQTT tests, TLS), Chromium + driver (dashboard tests), espeak-ng (speech
 # made for the transcription tests), Prometheus (promtool checks the alert rules in the tests), PostgreSQL (the
 # cluster memory store's tests start their own server).
 APT_PACKAGES=(
   python3-venv python3-dev ffmpeg tesseract-ocr tesseract-ocr-eng
   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-rtsp gstreamer1.0-x
-  mosquitto chromium chromium-driver openssl espeak-ng prometheus postgresql
+  mosquitto mosquitto-clients chromium chromium-driver openssl espeak-ng prometheus postgresql
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: FFmpeg (benchmarks), Tesseract (OCR captioner), GStreamer's RTSP server (live-stream tests),
-# Mosquitto, its clients (mosquitto_sub / mosquitto_pub, as the README uses them) and OpenSSL (MQTT tests, TLS), Chromium + driver (dashboard tests), espeak-ng (speech
-# made for the transcription tests), Prometheus (promtool checks the alert rules in the tests), PostgreSQL (the
+# Mosquitto, its clients (mosquitto_sub / mosquitto_pub, which the README uses) and OpenSSL (MQTT tests, TLS
+# included), Chromium + driver (dashboard tests), espeak-ng (speech made for the transcription tests), Prometheus (promtool checks the alert rules in the tests), PostgreSQL (the
 # cluster memory store's tests start their own server).
 APT_PACKAGES=(
   python3-venv python3-dev ffmpeg tesseract-ocr tesseract-ocr-eng

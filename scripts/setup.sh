@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: FFmpeg (benchmarks), Tesseract (OCR captioner), GStreamer's RTSP server (live-stream tests),
 # Mosquitto, its clients (mosquitto_sub / mosquitto_pub, which the README uses) and OpenSSL (MQTT tests, TLS
-# included), Chromium + driver (dashboard tests), espeak-ng (speech made for the transcription tests), Prometheus (promtool checks the alert rules in the tests), PostgreSQL (the
-# cluster memory store's tests start their own server).
+# included), Chromium + driver (dashboard tests), espeak-ng (speech made for the transcription tests), Prometheus
+# (promtool checks the alert rules in the tests), PostgreSQL (the cluster memory store's tests start their own
+# server).
 APT_PACKAGES=(
   python3-venv python3-dev ffmpeg tesseract-ocr tesseract-ocr-eng
   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good

@@ -18,19 +18,21 @@ from lucy.service import http_errors, state
 from lucy.service.auth import TokenGuard
 from lucy.service.guards import BodyLimit, HostGuard
 from lucy.service.headers import SecurityHeaders
-from lucy.service.routes import ROUTERS, dashboard
+from lucy.service.routes import ROUTERS, dashboard, docs
 
 
 def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> FastAPI:
     """The ASGI app. Startup opens the stores (``memory`` if given) and resumes the registered streams."""
     app = FastAPI(
         title="Lucy", version=__version__, lifespan=state.lifespan(settings, memory),
+        docs_url=None, redoc_url=None,  # served from Lucy's own files (lucy.service.routes.docs), not a CDN
         description="Ask questions about video streams while they record. `model` in the OpenAI-compatible "
                     "endpoints names a stream. With service.api_token set, send `Authorization: Bearer <token>`.")
     http_errors.install(app)  # every error answers JSON, with an OpenAI-style error object
     for router in ROUTERS:
         app.include_router(router)
     dashboard.mount_static(app)
+    docs.mount_assets(app)
     # The last added runs first: the browser headers, the Host check, then the token, then the body limit.
     app.add_middleware(BodyLimit, max_bytes=settings.service.max_body_bytes)
     token = settings.service.api_token

@@ -3,9 +3,9 @@
 URLs (stream names, questions) must not leak to other sites in ``Referer``.
 
 The dashboard loads only its own files (``/static/``: no inline script or style, no other origin), so its policy
-is ``default-src 'self'``, with ``data:`` and ``blob:`` images for the frames it draws. FastAPI's ``/docs`` and
-``/redoc`` pages load Swagger UI / ReDoc from a CDN and start them with an inline script: those two pages get a
-policy that allows exactly that (until they are served from here), still never framed. A pure ASGI middleware,
+is ``default-src 'self'``, with ``data:`` and ``blob:`` images for the frames it draws. The API's ``/docs`` and
+``/redoc`` pages (:mod:`lucy.service.routes.docs`) load Swagger UI / ReDoc from here too; Swagger starts with an
+inline script, which the page's own policy allows by its hash (:func:`docs_policy`), still never framed. A pure ASGI middleware,
 like :class:`lucy.service.auth.TokenGuard`, so streamed answers (SSE) pass through untouched; it runs outermost,
 so that refusals by the other guards carry the headers too.
 """
@@ -23,13 +23,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CSP = ("default-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'; object-src 'none'; "
        "base-uri 'none'; form-action 'self'")
-CDN = "https://cdn.jsdelivr.net"
-# What FastAPI's get_swagger_ui_html / get_redoc_html pages load (scripts and styles from the CDN, an inline
-# starter script, ReDoc's web worker from a blob, its fonts from Google, the FastAPI logo as favicon)
-DOCS_CSP = (f"default-src 'self'; script-src 'self' 'unsafe-inline' {CDN}; "
-            f"style-src 'self' 'unsafe-inline' {CDN} https://fonts.googleapis.com; font-src https://fonts.gstatic.com; "
-            "img-src 'self' data: blob: https://fastapi.tiangolo.com https://cdn.redoc.ly; worker-src 'self' blob:; "
-            "frame-ancestors 'none'; object-src 'none'; base-uri 'none'")
+# The docs pages: Swagger UI and ReDoc from this server only. ReDoc styles itself with <style> elements it writes
+# (styled-components) and parses the spec in a web worker made from a blob; both draw images from data: URLs.
+# A page's inline scripts are allowed by hash (docs_policy); the default allows none.
+DOCS_CSP = ("default-src 'self'; script-src 'self'{hashes}; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'none'; object-src 'none'; base-uri 'none'; form-action 'self'")
 DOCS_PATHS = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})
 COMMON = ((b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
           (b"referrer-policy", b"no-referrer"))
@@ -37,12 +35,17 @@ COMMON = ((b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY")
 
 def policy(path: str) -> str:
     """The Content-Security-Policy of the answer to ``path``."""
-    return DOCS_CSP if path in DOCS_PATHS else CSP
+    return docs_policy([]) if path in DOCS_PATHS else CSP
+
+
+def docs_policy(script_hashes: list[str]) -> str:
+    """The policy of a docs page whose inline scripts have these sha256 hashes (base64)."""
+    return DOCS_CSP.format(hashes="".join(f" 'sha256-{h}'" for h in script_hashes))
 
 
 class SecurityHeaders:
     """Adds ``Content-Security-Policy``, ``X-Content-Type-Options``, ``X-Frame-Options`` and ``Referrer-Policy`` to
-    every HTTP answer (replacing any the app set)."""
+    every HTTP answer (replacing any the app set, except a docs page's own policy)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -51,13 +54,20 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        added = (*COMMON, (b"content-security-policy", policy(scope.get("path", "")).encode()))
-        names = {name for name, _ in added}
+        path = scope.get("path", "")
+        added = (*COMMON, (b"content-security-policy", policy(path).encode()))
+        # a docs page names its own inline scripts' hashes in its policy: that one is kept
+        own_policy = path in DOCS_PATHS
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
-                message = {**message, "headers": [*kept, *added]}
+                headers = message.get("headers", [])
+                mine = added
+                if own_policy and any(k.lower() == b"content-security-policy" for k, _ in headers):
+                    mine = COMMON
+                names = {name for name, _ in mine}
+                kept = [(k, v) for k, v in headers if k.lower() not in names]
+                message = {**message, "headers": [*kept, *mine]}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

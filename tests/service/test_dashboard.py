@@ -40,6 +40,7 @@ def browser() -> Iterator[webdriver.Chrome]:
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                  f"--user-data-dir={profile}", "--window-size=1280,1000"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for CSP and load errors
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     driver.set_window_size(1280, 1000)
@@ -436,3 +437,42 @@ def test_dashboard_asks_for_the_token_then_follows_the_feed(lucy_server: Callabl
     assert browser.find_element(By.ID, "no-streams").is_displayed()
     wait.until(EC.text_to_be_present_in_element((By.ID, "host"), "CPU "))
     browser.execute_script("sessionStorage.clear()")  # the module's other tests use servers without a token
+
+
+# Every resource the page loaded, and the console's errors (a CSP refusal or a failed load is logged as one).
+LOADED = "return performance.getEntriesByType('resource').map(e => e.name);"
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def _console_errors(driver: webdriver.Chrome) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+
+
+def test_api_docs_render_offline_from_lucys_own_files(shared_server: LucyServer, browser: webdriver.Chrome) -> None:
+    """/docs (Swagger UI) and /redoc (ReDoc) draw the API from this server alone: Chromium here has no network, so
+    a CDN page would stay blank; the pages' strict policy (no other origin, inline scripts by hash) refuses
+    nothing they need."""
+    browser.get_log("browser")  # what earlier tests left in the console
+    browser.get(shared_server.url + "/docs")
+    wait = _wait(browser, 60)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".opblock")))
+    assert "Lucy" in browser.find_element(By.CSS_SELECTOR, ".info .title").text
+    paths = {e.text for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
+    assert {"/v1/streams", "/v1/chat/completions"} <= paths, paths
+    loaded = browser.execute_script(LOADED)
+    assert any(u.endswith("/docs/static/swagger-ui-bundle.js") for u in loaded), loaded
+    assert all(u.startswith(shared_server.url) for u in loaded), loaded
+    assert _console_errors(browser) == []
+
+    browser.get(shared_server.url + "/redoc")
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "[data-section-id]")))
+    wait.until(lambda d: "Lucy" in d.find_element(By.TAG_NAME, "h1").text)
+    assert "/v1/streams" in browser.find_element(By.TAG_NAME, "body").text
+    loaded = browser.execute_script(LOADED)
+    assert any(u.endswith("/docs/static/redoc.standalone.js") for u in loaded), loaded
+    # ReDoc's sidebar always asks for the "API docs by Redocly" logo from its CDN: the policy refuses it before
+    # any request is made (the page hides the image), and that refusal is the one error the console may show
+    elsewhere = [u for u in loaded if not u.startswith((shared_server.url, "blob:"))]
+    assert elsewhere in ([], [REDOC_LOGO]), loaded
+    errors = _console_errors(browser)
+    assert all(REDOC_LOGO in e and "Content Security Policy" in e for e in errors), errors

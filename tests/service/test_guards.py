@@ -393,8 +393,9 @@ def test_classifier_on_real_failures(tmp_path: Path) -> None:
 
 def test_browser_hardening_headers_on_every_answer(server: LucyServer) -> None:
     """The dashboard, its files, API answers, errors and the guards' own refusals all carry the headers; the CDN
-    pages /docs and /redoc get their own (looser) policy, still never framed."""
-    from lucy.service.headers import CSP, DOCS_CSP
+    pages /docs and /redoc get their own policy (only this server; Swagger's inline starter by its hash), still
+    never framed."""
+    from lucy.service.headers import CSP
 
     for path, host, status in (("/", None, 200), ("/static/dashboard.js", None, 200), ("/v1/streams", None, 200),
                                ("/no/such/route", None, 404), ("/metrics", None, 200),
@@ -408,7 +409,11 @@ def test_browser_hardening_headers_on_every_answer(server: LucyServer) -> None:
     for directive in ("default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"):
         assert directive in CSP
     assert "unsafe-inline" not in CSP and "http" not in CSP  # the dashboard runs only its own files
-    for path in ("/docs", "/redoc"):
+    for path, inline_scripts in (("/docs", 1), ("/redoc", 0), ("/docs/oauth2-redirect", 1)):
         r = httpx.get(server.url + path)
-        assert r.status_code == 200 and r.headers["content-security-policy"] == DOCS_CSP
-        assert "frame-ancestors 'none'" in DOCS_CSP and r.headers["x-frame-options"] == "DENY"
+        docs_csp = r.headers["content-security-policy"]
+        assert r.status_code == 200 and "frame-ancestors 'none'" in docs_csp and r.headers["x-frame-options"] == "DENY"
+        script_src = next(d for d in docs_csp.split("; ") if d.startswith("script-src "))
+        assert script_src.split()[1] == "'self'" and script_src.count("'sha256-") == inline_scripts, script_src
+        assert "http" not in docs_csp and "unsafe-inline" not in script_src  # no CDN; no script but its own
+    assert httpx.get(server.url + "/docs/static/swagger-ui-bundle.js").headers["content-security-policy"] == CSP

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from lucy.query import prompts
 from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import AnswerReply, Question, Reasoner, ReasonerError
-from lucy.query.text import clip_text
+from lucy.query.text import clip_words
 from lucy.query.trace import TraceRecorder, TraceStep
 
 
@@ -36,7 +36,7 @@ class Answerer:
     async def answer(self, refs: Sequence[int], *, final: bool) -> Attempt:
         """Answer from the memories ``refs`` (the most relevant, whole, when not all fit). A ``final`` answer is
         forced: the agent must answer, and the reply is never taken as confident."""
-        step = self.trace.begin("answer")
+        step = self.trace.begin("final" if final else "answer")
         question = self.question
         shown = self.packer.pack(lambda v: prompts.answer_prompt(question, v, final=final), refs, prefer="drop")
         step.detail = f"{len(shown)} memories shown"
@@ -49,6 +49,6 @@ class Answerer:
         reply = reasoned.reply
         if final:
             reply = reply.model_copy(update={"confident": False})
-        step.detail = (f"{clip_text(reply.answer, 120)!r} confident={reply.confident} "
+        step.detail = (f"{clip_words(reply.answer, 120)!r} confident={reply.confident} "
                        f"({len(shown)} memories shown)")
         return Attempt(reply, step)

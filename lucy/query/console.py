@@ -11,6 +11,7 @@ from typing import TextIO
 from lucy.config import LucySettings
 from lucy.ingest.frames import check_stream_name
 from lucy.query.factory import open_engine
+from lucy.query.text import counted
 from lucy.query.trace import QueryResult
 from lucy.untrusted import normalise_question
 
@@ -25,9 +26,12 @@ def answer_lines(result: QueryResult) -> list[str]:
         lines.append(f"evidence: {e.start:g}-{e.end:g} s{wall}")
     if result.reason:
         lines.append(f"reason: {result.reason}")
-    lines.append(f"iterations {result.iterations} | llm calls {result.llm_calls} | caption calls "
-                 f"{result.caption_calls} | tokens {result.prompt_tokens}+{result.completion_tokens} | horizon "
-                 f"{result.horizon:.1f} s | {result.wall_seconds:.1f} s")
+    costs = [counted(result.iterations, "round"), counted(result.llm_calls, "llm call"),
+             counted(result.caption_calls, "caption call")]
+    if result.prompt_tokens or result.completion_tokens:  # only a model counts tokens (the embedded agents do not)
+        costs.append(f"tokens {result.prompt_tokens}+{result.completion_tokens}")
+    costs += [f"horizon {result.horizon:.1f} s", f"{result.wall_seconds:.1f} s"]
+    lines.append(" | ".join(costs))
     return lines
 
 

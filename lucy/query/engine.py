@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,7 +60,7 @@ from lucy.query.search import SpanSearcher
 from lucy.query.semantic import QuestionSimilarity
 from lucy.query.summaries import SummaryLevels
 from lucy.query.tail import caption_tail
-from lucy.query.text import clip_text
+from lucy.query.text import clip_words
 from lucy.query.trace import QueryResult, TraceRecorder, TraceStep
 
 if TYPE_CHECKING:
@@ -127,9 +127,11 @@ class QueryEngine:
             self._semaphore = (loop, asyncio.Semaphore(self.config.max_in_flight))
         return self._semaphore[1]
 
-    def run(self, question: str, options: Sequence[str] = ()) -> QueryRun:
-        """Start answering; iterate the result for the trace, then read ``.result``."""
-        return QueryRun(_QuestionLoop(self, question, tuple(options)))
+    def run(self, question: str, options: Sequence[str] = (), *,
+            on_begin: Callable[[TraceStep], None] | None = None) -> QueryRun:
+        """Start answering; iterate the result for the trace, then read ``.result``. ``on_begin`` is told of each
+        step as it begins (the iteration yields it once done), for progress shown while a long step runs."""
+        return QueryRun(_QuestionLoop(self, question, tuple(options), on_begin))
 
     async def ask(self, question: str, options: Sequence[str] = ()) -> QueryResult:
         """Answer and return the result (its ``trace`` holds every step)."""
@@ -171,14 +173,15 @@ class _QuestionLoop:
     answerer: Answerer
     similarity: QuestionSimilarity
 
-    def __init__(self, engine: QueryEngine, text: str, options: tuple[str, ...]) -> None:
+    def __init__(self, engine: QueryEngine, text: str, options: tuple[str, ...],
+                 on_begin: Callable[[TraceStep], None] | None = None) -> None:
         self.engine = engine
         self.config = engine.config
         self.text = text.strip()
         self.options = options
         if not self.text:
             raise LucyError("the question is empty")
-        self.trace = TraceRecorder()
+        self.trace = TraceRecorder(on_begin)
         self.result: QueryResult | None = None
         self._started = time.perf_counter()
         # The budget leaves room for one retry of a reply that did not validate.
@@ -241,7 +244,7 @@ class _QuestionLoop:
         # 4. forced final answer, never confident; a choice made from the very memories it would be shown stands
         if last is not None and last.option_index is not None and sorted(shown) == sorted(self.view.current):
             step = self.trace.begin("final")
-            step.detail = (f"{clip_text(last.answer, 120)!r} confident=False: the last answer stands (memory has "
+            step.detail = (f"{clip_words(last.answer, 120)!r} confident=False: the last answer stands (memory has "
                            "not changed since it was chosen)")
             yield step
             yield await self._finish(last, confident=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lucy.query.reasoners.base import AnswerReply
-from lucy.query.text import clip_text
+from lucy.query.text import clip_words
 from lucy.query.trace import Evidence, QueryResult, TraceRecorder, TraceStep, wall_clock
 
 
@@ -40,5 +40,5 @@ def make_result(reply: AnswerReply | None, *, confident: bool, question_id: int,
 def done_step(result: QueryResult, trace: TraceRecorder) -> TraceStep:
     """The last step streamed: the answer in a line. It is not part of the result's trace."""
     return TraceStep(index=len(trace.steps) + 1, agent="done", iteration=trace.iteration,
-                     detail=f"{clip_text(result.answer, 120)!r} confident={result.confident}",
+                     detail=f"{clip_words(result.answer, 120)!r} confident={result.confident}",
                      latency_seconds=result.wall_seconds)

@@ -216,6 +216,27 @@ def clip_text(text: str, max_chars: int) -> str:
     return text[: max_chars - 1].rstrip() + "…"
 
 
+def clip_words(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters at a word boundary, for people to read (trace lines, progress): an
+    ellipsis marks the cut, and punctuation left dangling before it goes. A word that takes more than half the room
+    is cut inside (there is no boundary near enough)."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 1:
+        return "…"[:max_chars]
+    cut = text[: max_chars - 1]
+    if not text[max_chars - 1].isspace():  # the cut falls inside a word: end before it
+        boundary = max((cut.rfind(c) for c in " \t\n"), default=-1)
+        if boundary >= max_chars // 2:
+            cut = cut[:boundary]
+    return cut.rstrip().rstrip(",;:-–(").rstrip() + "…"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` as people write them: "1 round", "2 rounds", "0 captions"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def excerpt(text: str, max_chars: int, focus: frozenset[str] | set[str] = frozenset()) -> str:
     """``text`` cut to ``max_chars`` keeping what matters: its lines that share most terms with ``focus`` come
     first, the rest fill what room is left, and the kept lines stay in their order (an ellipsis marks cuts)."""

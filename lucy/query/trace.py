@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lucy.query.text import clip_words, counted, hms
+
 if TYPE_CHECKING:
     from lucy.query.reasoners.base import Usage
+
+INSTRUCTION_CHARS = 100  # of a trace line's "look for:"; progress lines quote less
+PROGRESS_INSTRUCTION_CHARS = 80
 
 
 @dataclass(slots=True)
@@ -48,36 +54,76 @@ class TraceStep:
             where = f" {self.level or ''} {self.start:g}-{self.end:g}s".rstrip()
         cost = []
         if self.llm_calls:
-            cost.append(f"{self.llm_calls} llm")
-        if self.prompt_tokens or self.completion_tokens:
+            cost.append(counted(self.llm_calls, "llm call"))
+        if self.prompt_tokens or self.completion_tokens:  # only a model counts tokens (the embedded agents do not)
             cost.append(f"{self.prompt_tokens}+{self.completion_tokens} tok")
         if self.caption_calls:
-            cost.append(f"{self.caption_calls} captions")
+            cost.append(counted(self.caption_calls, "caption"))
         if self.reused_nodes:
             cost.append(f"{self.reused_nodes} reused")
         cost.append(f"{self.latency_seconds:.2f}s")
         text = f"#{self.index:<2} r{self.iteration} {self.agent:<9}{where}"
+        # One line whatever the texts hold (an instruction or an error may have several).
         if self.detail:
-            text += f" | {self.detail}"
+            text += f" | {_one_line(self.detail)}"
         if self.instruction:
-            text += f" | look for: {self.instruction[:100]}"
+            text += f" | look for: {clip_words(_one_line(self.instruction), INSTRUCTION_CHARS)}"
         if self.error:
-            text += f" | ERROR: {self.error}"
+            text += f" | ERROR: {_one_line(self.error)}"
         return f"{text} [{', '.join(cost)}]"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _span(step: Mapping[str, Any]) -> str:
+    if step.get("start") is None or step.get("end") is None:
+        return ""
+    return f"{hms(float(step['start']))}–{hms(float(step['end']))}"
+
+
+def progress_line(step: Mapping[str, Any]) -> str:
+    """What a step that has just begun is doing, in a few words for a person waiting (``step``: a
+    :meth:`TraceStep.to_json` taken when it began; a chat reply shows these while the question runs)."""
+    agent, span, round_ = step.get("agent", ""), _span(step), int(step.get("iteration") or 0)
+    if agent == "tail":
+        text = f"captioning {span}, which ingest has not captioned yet"
+    elif agent == "summarise":
+        text = f"summarising memory of {span}"
+    elif agent == "answer":
+        text = "reading coarse memory" if round_ == 0 else f"answering again with what round {round_} found"
+    elif agent == "select":
+        text = "choosing the parts of the video to look at"
+    elif agent == "localise":
+        text = f"round {round_}: choosing where to look closer"
+    elif agent == "caption":
+        text = f"looking closer at {span}" if span else "looking closer"
+        if step.get("instruction"):
+            text += f" for: {clip_words(_one_line(str(step['instruction'])), PROGRESS_INSTRUCTION_CHARS)}"
+    elif agent == "final":
+        text = "settling on a final answer"
+    else:
+        text = f"{agent} {span}".strip()
+    return text if text.endswith("…") else f"{text} …"  # a quote cut short already ends in one
 
 
 class TraceRecorder:
     """Records one question's steps and errors as its loop makes them (the lists its :class:`QueryResult` keeps)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_begin: Callable[[TraceStep], None] | None = None) -> None:
         self.steps: list[TraceStep] = []
         self.errors: list[str] = []
         self.iteration = 0  # the backtracking round new steps belong to (0: before the rounds)
+        # Told of each step as it begins: a step is yielded once done, and a caption round can take minutes.
+        self.on_begin = on_begin
 
     def begin(self, agent: str, **fields: Any) -> TraceStep:
         """A new step, numbered and recorded now; the caller fills in what it did and cost."""
         step = TraceStep(index=len(self.steps) + 1, agent=agent, iteration=self.iteration, **fields)
         self.steps.append(step)
+        if self.on_begin is not None:
+            self.on_begin(step)
         return step
 
     @staticmethod

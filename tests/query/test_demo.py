@@ -18,7 +18,7 @@ def test_demo_answers_its_questions(tmp_path, capsys, monkeypatch):
     answers = [line.split("answer: ")[1] for line in out.splitlines() if "=> answer: " in line]
     assert answers == ["KX-4821 (option 1)", "14:05 (option 1)", "3 (option 1)", "KX-4821 (option 1)"]
     last = out.rsplit("? What was the plate number", 1)[1]
-    assert "caption calls 0" in last and "llm calls 1 " in last  # asked again: answered from memory
+    assert "| 0 caption calls |" in last and "| 1 llm call |" in last  # asked again: answered from memory
 
     # The hints at the end run as printed, from that shell.
     memory = next(line for line in out.splitlines() if line.startswith("try: "))

@@ -342,6 +342,33 @@ def test_trace_streams_steps_as_they_happen(tmp_path, fakes, seeded):
     assert all(s.line() for s in steps)
 
 
+def test_each_step_is_told_as_it_begins_before_its_work(tmp_path, fakes, seeded):
+    """``on_begin`` hears of every step before it does its work (a caption round is announced before the captioner
+    is called), in trace order; the forced final answer begins as ``final``."""
+    select, localise = pick_mentions("harbor", "van")
+    captioner = fakes.FakeCaptioner(world)
+    never = fakes.ScriptedReasoner(answer=lambda q, m, f, n: AnswerReply(answer="unknown", confident=False),
+                                   select=select, localise=localise)
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=captioner,
+                               memory=seeded, reasoner=never)
+    begun: list[tuple[str, int, float | None, str]] = []
+
+    def on_begin(step) -> None:
+        begun.append((step.agent, len(captioner.calls), step.start, step.instruction))
+
+    async def collect():
+        run_ = engine.run(QUESTION, on_begin=on_begin)
+        done = [step async for step in run_]
+        return done, run_.result
+
+    done, result = asyncio.run(collect())
+    assert [agent for agent, *_ in begun] == [s.agent for s in result.trace] == [s.agent for s in done[:-1]]
+    first_caption = next(i for i, (agent, *_) in enumerate(begun) if agent == "caption")
+    _, calls_before, start, instruction = begun[first_caption]
+    assert calls_before == 0 and start == 120 and instruction == "read the van's plate"
+    assert begun[-1][0] == "final" and not result.confident
+
+
 def test_no_frames_yet_is_a_clear_error(tmp_path, fakes):
     from lucy.errors import LucyError
 

@@ -88,12 +88,16 @@ def watch(question: Annotated[str | None, typer.Argument(
             return _list(memory, stream, as_json=as_json)
         # InputError (a LucyError): empty once invisible characters are taken out.
         question = normalise_question(question or "", what="watch question")[0]
-        added = memory.add_watch(stream, question,
-                                 cooldown_seconds=settings.watch.default_cooldown_seconds if cooldown is None
-                                 else cooldown)
-        if from_start:
+        added, new = memory.register_watch(stream, question,
+                                           cooldown_seconds=settings.watch.default_cooldown_seconds
+                                           if cooldown is None else cooldown)
+        if new and from_start:
             memory.set_watch_progress(added.id, 0.0)
-        if not as_json:
+        if not new:  # the same question on the same stream: followed, not registered twice; what it already
+            # checked is not checked again (its alerts are printed below), with or without --from-start
+            note(f"watch {added.id} on {stream} is already registered: {added.question!r} (checked until "
+                 f"{clock(memory.watch_progress(added.id))}); following it")
+        elif not as_json:
             note(f"watch {added.id} on {stream}: {added.question!r} (checked by the process ingesting {stream}, "
                  f"from {'its start' if from_start else 'its next coarse span'})")
         frames = open_frames(settings)

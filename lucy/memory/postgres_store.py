@@ -55,6 +55,7 @@ from lucy.memory.rows import (
     check_watch,
     node_of,
     question_of,
+    same_watch,
     watch_of,
 )
 from lucy.memory.store import MemoryStore, text_hash
@@ -668,16 +669,28 @@ class PostgresMemoryStore(MemoryStore):
     # ----------------------------------------------------------------------------------- watches
 
     def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float,
-                   webhook_url: str | None) -> Watch:
+                   webhook_url: str | None) -> tuple[Watch, bool]:
         check_watch(question, cooldown_seconds)
         until = self.captioned_until(stream)
         created = time.time()
-        row = self._run(lambda c: c.execute(
-            "INSERT INTO watches (stream, question, cooldown_seconds, webhook_url, created, checked_until) "
-            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-            (stream, question.strip(), float(cooldown_seconds), webhook_url, created, until)).fetchone(), write=True)
-        return Watch(id=int(row[0]), stream=stream, question=question.strip(),
-                     cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created)
+
+        def register(db: Cursor) -> tuple[Watch, bool]:
+            # Registrations of one stream's watches serialise on a lock of their own (held to the commit), so two
+            # at once, on any machine, cannot both miss the other and insert.
+            db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"watches:{stream}",))
+            same = same_watch(db.execute(f"SELECT {WATCH_COLUMNS} FROM watches WHERE stream = %s AND active "
+                                         "AND webhook_url IS NOT DISTINCT FROM %s ORDER BY id",
+                                         (stream, webhook_url)).fetchall(), question)
+            if same is not None:
+                return same, False
+            row = db.execute(
+                "INSERT INTO watches (stream, question, cooldown_seconds, webhook_url, created, checked_until) "
+                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (stream, question.strip(), float(cooldown_seconds), webhook_url, created, until)).fetchone()
+            return Watch(id=int(row[0]), stream=stream, question=question.strip(),
+                         cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created), True
+
+        return self._run(register, write=True)
 
     def watches(self, stream: str | None = None) -> list[Watch]:
         sql, params = f"SELECT {WATCH_COLUMNS} FROM watches WHERE active", []

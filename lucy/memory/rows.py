@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lucy.memory.nodes import MemoryNode
+from lucy.untrusted import normalise_line
 from lucy.watch.model import Alert, Watch
 
 NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
@@ -35,6 +36,19 @@ def check_watch(question: str, cooldown_seconds: float) -> None:
         raise ValueError("a watch needs a question")
     if cooldown_seconds < 0:
         raise ValueError(f"cooldown_seconds must be 0 or more, not {cooldown_seconds}")
+
+
+def watch_key(question: str) -> str:
+    """What makes two watch questions one: the question normalised (invisible characters out, spaces as one) and
+    case-folded, so that "Tell me when X" registered twice, or once as "tell me when  x", is the same watch."""
+    return normalise_line(question).casefold()
+
+
+def same_watch(rows: Sequence[Sequence[Any]], question: str) -> Watch | None:
+    """The first watch among ``rows`` (of :data:`WATCH_COLUMNS`; one stream's active watches with one sink) whose
+    question is ``question``'s (:func:`watch_key`); None when there is none."""
+    key = watch_key(question)
+    return next((watch_of(r) for r in rows if watch_key(r[2]) == key), None)
 
 
 def node_of(row: Sequence[Any]) -> MemoryNode:

@@ -47,6 +47,7 @@ from lucy.memory.rows import (
     check_watch,
     node_of,
     question_of,
+    same_watch,
     watch_of,
 )
 from lucy.memory.store import MemoryStore, text_hash
@@ -547,16 +548,21 @@ class SQLiteMemoryStore(MemoryStore):
     # ----------------------------------------------------------------------------------- watches
 
     def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float,
-                   webhook_url: str | None) -> Watch:
+                   webhook_url: str | None) -> tuple[Watch, bool]:
         check_watch(question, cooldown_seconds)
         until = self.captioned_until(stream)
-        with self._write() as db:
+        with self._write() as db:  # BEGIN IMMEDIATE: the look-up and the insert are one step for every process
+            same = same_watch(db.execute(f"SELECT {WATCH_COLUMNS} FROM watches WHERE stream = ? AND active = 1 "
+                                         "AND webhook_url IS ? ORDER BY id", (stream, webhook_url)).fetchall(),
+                              question)
+            if same is not None:
+                return same, False
             created = time.time()
             cur = db.execute("INSERT INTO watches (stream, question, cooldown_seconds, webhook_url, created, "
                              "checked_until) VALUES (?, ?, ?, ?, ?, ?)",
                              (stream, question.strip(), float(cooldown_seconds), webhook_url, created, until))
             return Watch(id=int(cur.lastrowid), stream=stream, question=question.strip(),
-                         cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created)
+                         cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created), True
 
     def watches(self, stream: str | None = None) -> list[Watch]:
         sql, params = f"SELECT {WATCH_COLUMNS} FROM watches WHERE active = 1", []

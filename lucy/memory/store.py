@@ -201,15 +201,26 @@ class MemoryStore(ABC):
 
     def add_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
                   webhook_url: str | None = None) -> Watch:
-        """Register a standing question on a stream. Its progress starts at the stream's coarse captions so far
-        (:meth:`captioned_until`): it is checked from the next closed span on (:meth:`set_watch_progress` to 0
-        checks the past too, while the stream is still ingested)."""
+        """Register a standing question on a stream (:meth:`register_watch`): the new watch, or the same one that
+        was already registered."""
+        return self.register_watch(stream, question, cooldown_seconds=cooldown_seconds, webhook_url=webhook_url)[0]
+
+    def register_watch(self, stream: str, question: str, *, cooldown_seconds: float = 300.0,
+                       webhook_url: str | None = None) -> tuple[Watch, bool]:
+        """Register a standing question on a stream; returns the watch and whether it is new. Registering is
+        idempotent: an active watch of the stream with the same question (:func:`lucy.memory.rows.watch_key`:
+        normalised, ignoring case) and the same webhook URL (or none) is returned as it is (its own cooldown and
+        progress kept), looked up and inserted in one transaction, so two registrations at once make one watch.
+        A new watch's progress starts at the stream's coarse captions so far (:meth:`captioned_until`): it is
+        checked from the next closed span on (:meth:`set_watch_progress` to 0 checks the past too, while the stream
+        is still ingested)."""
         return self._add_watch(stream, strip_nul(question), cooldown_seconds=cooldown_seconds,
                                webhook_url=webhook_url)
 
     @abstractmethod
-    def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float, webhook_url: str | None) -> Watch:
-        """Backend: :meth:`add_watch` (its question has no NUL)."""
+    def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float,
+                   webhook_url: str | None) -> tuple[Watch, bool]:
+        """Backend: :meth:`register_watch` (its question has no NUL)."""
 
     @abstractmethod
     def watches(self, stream: str | None = None) -> list[Watch]:

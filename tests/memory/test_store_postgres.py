@@ -375,6 +375,52 @@ def test_observers_see_what_committed(memory):
     memory.remove_observer(recorder)
 
 
+def test_registering_the_same_watch_again_returns_it(memory):
+    """Same stream, question (normalised, any case) and sink: the same watch, whatever its cooldown; another sink,
+    stream or question, or the same one after it was deleted: a new watch."""
+    first, new = memory.register_watch("cam", "Tell me when a van parks", cooldown_seconds=30)
+    assert new
+    for again in ("tell me when a VAN parks", "  Tell me when\u200b a van  parks ", "Tell me when a van parks"):
+        assert memory.register_watch("cam", again, cooldown_seconds=99) == (first, False)
+    assert memory.add_watch("cam", "TELL ME WHEN A VAN PARKS") == first
+    hooked, new = memory.register_watch("cam", "Tell me when a van parks", webhook_url="http://x/hook")
+    assert new and hooked.id != first.id
+    assert memory.register_watch("cam", "tell me when a van parks", webhook_url="http://x/hook") == (hooked, False)
+    assert memory.register_watch("lobby", "Tell me when a van parks")[1]
+    assert memory.register_watch("cam", "Tell me when a van leaves")[1]
+    assert len(memory.watches("cam")) == 3
+    memory.delete_watch(first.id)
+    again, new = memory.register_watch("cam", "Tell me when a van parks")
+    assert new and again.id != first.id
+
+
+def test_the_same_watch_registered_at_once_by_several_writers_is_one(memory, tmp_path, request):
+    """Each writer its own store (own connection): the look-up and the insert are one transaction."""
+    def store() -> MemoryStore:
+        if isinstance(memory, SQLiteMemoryStore):
+            return SQLiteMemoryStore(tmp_path / "memory.sqlite")
+        return PostgresMemoryStore(request.getfixturevalue("postgres_dsn"))
+
+    stores = [store() for _ in range(6)]
+    start = threading.Barrier(len(stores))
+    got: list[tuple[int, bool]] = []
+
+    def register(s: MemoryStore) -> None:
+        start.wait()
+        watch, new = s.register_watch("cam", "Is a van at the gate?")
+        got.append((watch.id, new))
+
+    threads = [threading.Thread(target=register, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert len(memory.watches("cam")) == 1 and len({i for i, _ in got}) == 1
+    assert sorted(new for _, new in got) == [False] * 5 + [True]
+
+
 def test_threads_share_one_store(memory):
     def write(i: int) -> None:
         for j in range(25):

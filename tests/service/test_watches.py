@@ -118,6 +118,11 @@ def test_watches_api(shared_server: LucyServer) -> None:
         assert r.status_code == 201, r.text
         watch = r.json()
         assert watch["question"] == "Is a van at the gate?" and watch["cooldown_seconds"] == 60 and watch["active"]
+        # The same watch again (question in another case, with an invisible character): 200 and the same watch.
+        again = c.post("/v1/streams/watched/watches", json={"question": "is a VAN at the\u200b gate?",
+                                                            "cooldown_seconds": 5,
+                                                            "webhook_url": "https://hooks.example.com/x"})
+        assert again.status_code == 200 and again.json() == watch, again.text
         second = c.post("/v1/streams/watched/watches", json={"question": "Anyone at the door?"}).json()
         assert [w["id"] for w in c.get("/v1/streams/watched/watches").json()["watches"]] == [watch["id"],
                                                                                                second["id"]]
@@ -132,8 +137,7 @@ def test_watches_api(shared_server: LucyServer) -> None:
             r = c.post("/v1/streams/watched/watches", json=bad)
             assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", bad
         for method, path in (("GET", "/v1/streams/nosuch/watches"), ("GET", "/v1/streams/nosuch/alerts"),
-                             ("POST", "/v1/streams/nosuch/watches"), ("DELETE", "/v1/streams/nosuch/watches/1"),
-                             ("GET", "/v1/streams/nosuch/alerts/events")):
+                             ("DELETE", "/v1/streams/nosuch/watches/1"), ("GET", "/v1/streams/nosuch/alerts/events")):
             r = c.request(method, path, json={"question": "q"} if method == "POST" else None)
             assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", (method, path)
         # Delete: gone from the list, a second delete is 404.
@@ -141,6 +145,23 @@ def test_watches_api(shared_server: LucyServer) -> None:
         assert c.delete(f"/v1/streams/watched/watches/{watch['id']}").status_code == 404
         assert [w["id"] for w in c.get("/v1/streams/watched/watches").json()["watches"]] == [second["id"]]
         assert c.get("/v1/streams/watched/alerts").json() == {"stream": "watched", "alerts": []}
+
+
+def test_a_watch_registered_before_its_stream_exists(shared_server: LucyServer) -> None:
+    """As ``lucy watch`` can: a valid name with no stream yet is accepted; the stream is then known by its watches
+    (listed, deleted, its alerts read) until the last goes; a bad name is 422."""
+    with shared_server.client(30) as c:
+        r = c.post("/v1/streams/later/watches", json={"question": "Is a van at the gate?"})
+        assert r.status_code == 201, r.text
+        watch = r.json()
+        assert c.post("/v1/streams/later/watches", json={"question": "Is a van at the gate?"}).json() == watch
+        assert [w["id"] for w in c.get("/v1/streams/later/watches").json()["watches"]] == [watch["id"]]
+        assert c.get("/v1/streams/later/alerts").json() == {"stream": "later", "alerts": []}
+        for bad in ("bad%20name", "a..b", "-dash", "a" * 200):
+            r = c.post(f"/v1/streams/{bad}/watches", json={"question": "q"})
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (bad, r.text)
+        assert c.delete(f"/v1/streams/later/watches/{watch['id']}").status_code == 200
+        assert c.get("/v1/streams/later/watches").status_code == 404  # no stream, no watch: unknown again
 
 
 def test_alerts_reach_sse_mqtt_and_webhooks(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto) -> None:

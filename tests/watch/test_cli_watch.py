@@ -145,6 +145,18 @@ def test_a_stream_that_does_not_exist_yet_is_said_and_waited_for(watched):
     assert "no stream named 'camm' yet" in err and "cam" in err, err
 
 
+def test_the_same_watch_twice_is_registered_once(watched):
+    """Same question (another case, other spacing) on the same stream: said to be registered already, and reused."""
+    data, *_ = watched
+    first = run("watch", "Tell me when a BUS stops", "--stream", "depot", "--until-finished", data=data)
+    second = run("watch", "tell me when a  bus stops", "--stream", "depot", "--until-finished", data=data)
+    assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr)
+    listed = json.loads(run("watch", "--stream", "depot", "--list", "--json", data=data).stdout)
+    assert [w["question"] for w in listed] == ["Tell me when a BUS stops"]
+    assert "already registered" not in first.stderr
+    assert f"watch {listed[0]['id']} on depot is already registered" in second.stderr, second.stderr
+
+
 def test_until_finished_with_nothing_ingesting_checks_memory_and_exits(watched):
     """Nothing ingests the stream: `--until-finished` checks what its memory holds at once and exits 0, instead of
     waiting for an ingest that may never come; --follow waits for one."""

@@ -1,6 +1,12 @@
 """Standing questions ("watches") of a stream, and the alerts they raised: their history, and new ones as
 server-sent events. The stream's worker checks the watches as its coarse spans close and stores the alerts; the
-server's :class:`lucy.watch.delivery.AlertFollower` delivers them (the bus behind the SSE stream, MQTT, webhooks)."""
+server's :class:`lucy.watch.delivery.AlertFollower` delivers them (the bus behind the SSE stream, MQTT, webhooks).
+
+A watch may be registered before its stream exists (as ``lucy watch`` may): a valid name is enough, and the watch is
+checked from the stream's start once a worker ingests it. Until then the stream is known by its watches: they can be
+listed and deleted, and its alerts followed; a name with neither a stream nor a watch is 404. Registering is
+idempotent (:meth:`lucy.memory.store.MemoryStore.register_watch`): the same question, stream and webhook answer 200
+with the watch already registered, a new one 201."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from lucy.memory.store import MAX_ID
@@ -22,21 +28,44 @@ from lucy.watch.delivery import alert_json
 router = APIRouter(tags=["watches"])
 
 
+def _valid_name(svc: Service, name: str) -> None:
+    """422 for a name no stream may have; a valid name is enough (the stream may start later)."""
+    try:
+        svc.manager.require(name)
+    except NotFound:
+        pass
+
+
+def _known(svc: Service, name: str) -> None:
+    """422 for a bad name; 404 unless the stream exists or has watches waiting for it."""
+    try:
+        svc.manager.require(name)
+    except NotFound:
+        if not svc.memory.watches(name):
+            raise
+
+
 @router.post("/v1/streams/{name}/watches", response_model=WatchOut, status_code=201,
              summary="Watch a stream for something: a standing question",
              description="The stream's worker asks the question of each new coarse span; each time it comes true "
                          "an alert is stored and delivered (the alerts SSE stream, MQTT `<prefix>/<stream>/alerts`, "
-                         "and a POST to `webhook_url` when given: the server then connects outward to that URL).")
-async def add_watch(name: str, body: WatchIn, request: Request) -> dict[str, Any]:
+                         "and a POST to `webhook_url` when given: the server then connects outward to that URL). "
+                         "The stream need not exist yet: the watch is checked from its start once it is ingested. "
+                         "The same question (ignoring case and invisible characters), stream and `webhook_url` as "
+                         "an active watch answer 200 with that watch (its cooldown kept) instead of a second one.",
+             responses={200: {"description": "The same watch was already registered: that watch", "model": WatchOut}})
+async def add_watch(name: str, body: WatchIn, request: Request, response: Response) -> dict[str, Any]:
     svc = service(request)
-    await asyncio.to_thread(svc.manager.require, name)
+    await asyncio.to_thread(_valid_name, svc, name)
     if body.webhook_url is not None:
         webhook_policy(svc).check_url(body.webhook_url)  # 422 for a host webhooks may not go to
     options: dict[str, Any] = {"webhook_url": body.webhook_url}
     if body.cooldown_seconds is not None:
         options["cooldown_seconds"] = body.cooldown_seconds
-    watch = await asyncio.to_thread(svc.memory.add_watch, name, body.question.strip(), **options)
-    if svc.alerts is not None:
+    watch, new = await asyncio.to_thread(svc.memory.register_watch, name, body.question.strip(), **options)
+    if not new:
+        response.status_code = 200
+    elif svc.alerts is not None:
         svc.alerts.forget_watches()
     return asdict(watch)
 
@@ -44,7 +73,7 @@ async def add_watch(name: str, body: WatchIn, request: Request) -> dict[str, Any
 @router.get("/v1/streams/{name}/watches", response_model=WatchList, summary="The stream's active watches")
 async def list_watches(name: str, request: Request) -> dict[str, Any]:
     svc = service(request)
-    await asyncio.to_thread(svc.manager.require, name)
+    await asyncio.to_thread(_known, svc, name)
     watches = await asyncio.to_thread(svc.memory.watches, name)
     return {"stream": name, "watches": [asdict(w) for w in watches]}
 
@@ -53,7 +82,7 @@ async def list_watches(name: str, request: Request) -> dict[str, Any]:
 async def delete_watch(name: str, watch_id: Annotated[int, Path(ge=1, le=MAX_ID)],
                        request: Request) -> dict[str, Any]:
     svc = service(request)
-    await asyncio.to_thread(svc.manager.require, name)
+    await asyncio.to_thread(_known, svc, name)
 
     def delete() -> bool:
         if not any(w.id == watch_id for w in svc.memory.watches(name)):
@@ -76,7 +105,7 @@ async def list_alerts(name: str, request: Request,
                                                             description="Only this watch's alerts.")] = None,
                       ) -> dict[str, Any]:
     svc = service(request)
-    await asyncio.to_thread(svc.manager.require, name)
+    await asyncio.to_thread(_known, svc, name)
     alerts = await asyncio.to_thread(svc.memory.alerts, name, watch_id=watch_id, after_id=after_id, limit=limit)
     return {"stream": name, "alerts": [alert_json(a) for a in alerts]}
 
@@ -88,7 +117,7 @@ async def list_alerts(name: str, request: Request,
             responses={200: {"content": {"text/event-stream": {}}}})
 async def alert_events(name: str, request: Request) -> EventSourceResponse:
     svc = service(request)
-    await asyncio.to_thread(svc.manager.require, name)
+    await asyncio.to_thread(_known, svc, name)
     return sse.event_stream(_alert_events(svc, name), svc.settings.service.sse_ping_seconds)
 
 

@@ -262,6 +262,132 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     assert "error" in browser.find_element(By.ID, "search-status").get_attribute("class")
 
 
+def _shoot(driver: webdriver.Chrome, panel: str, name: str) -> None:
+    """A screenshot of ``panel`` at 1400 and 390 px into /tmp/dash-shots/ (looked at by hand), each without sideways
+    scrolling of the page."""
+    shots = Path("/tmp/dash-shots")
+    shots.mkdir(exist_ok=True)
+    for width, height in ((1400, 1000), (390, 844)):
+        driver.set_window_size(width, height)
+        driver.execute_script("document.getElementById(arguments[0]).scrollIntoView()", panel)
+        time.sleep(0.5)  # charts redraw to the new width
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width, (name, width)
+        driver.save_screenshot(str(shots / f"{name}-{width}.png"))
+    driver.set_window_size(1280, 1000)
+
+
+def test_dashboard_history_opens_answers_memory_groups_by_span_and_finished_charts_fold(
+        shared_server: LucyServer, videos: dict[str, Path], browser: webdriver.Chrome) -> None:
+    from lucy.memory.nodes import MemoryNode
+    from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
+
+    with shared_server.client() as c:
+        r = c.post("/v1/streams", json={"name": "atrium", "source": str(videos["b"])})
+        assert r.status_code == 201, r.text
+    shared_server.wait_captioned("atrium")
+    # deeper captions of the second coarse span (60-120 s), as a question's backtracking writes them
+    store = SQLiteMemoryStore(shared_server.data / DB_NAME)
+    try:
+        store.add(MemoryNode(stream="atrium", level="fine", start=70, end=80, text="fine: a board at the platform",
+                             origin="question:1"))
+        store.add(MemoryNode(stream="atrium", level="ultra_fine", start=72, end=74,
+                             text="ultra: the board reads DEPARTS", origin="question:1"))
+    finally:
+        store.close()
+    options = ["a red car", "a departures board", "a <b>dog</b>"]  # untrusted text: shown as text
+    with shared_server.client() as c:
+        r = c.post("/v1/streams/atrium/questions", json={"question": "What is shown at 1:20?", "options": options})
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        (asked,) = c.get("/v1/streams/atrium/questions").json()["questions"]
+    # the history gives each evidence span the URL of its frame (as search hits have), or None
+    assert asked["options"] == options and asked["answer"]["evidence"] == [
+        {**e, "frame_url": f"/v1/streams/atrium/frames?t={(e['start'] + e['end']) / 2:.3f}"}
+        for e in answer["evidence"]]
+    browser.get_log("browser")  # what earlier tests logged is theirs
+    wait = _open(browser, shared_server.url)
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr[data-stream="atrium"]'))).click()
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#questions-panel .stream-name"), "atrium"))
+
+    # A finished stream's charts are folded under a line of its final figures; a click opens them.
+    wait.until(EC.text_to_be_present_in_element((By.ID, "caption-summary"), "captioned 2:30 of 2:30"))
+    assert browser.execute_script("return document.getElementById('caption-charts').open") is False
+    assert "3 coarse captions" in browser.find_element(By.ID, "caption-summary").text
+    assert not browser.find_element(By.ID, "chart-lag").is_displayed()
+    _shoot(browser, "caption-charts", "folded")
+    browser.execute_script("window.scrollTo(0, 0)")
+    browser.find_element(By.ID, "caption-summary").click()
+    wait.until(lambda d: d.find_element(By.ID, "chart-lag").is_displayed())
+    # the lag chart shows the band of one coarse span (the stream's preset: 60 s), and says why
+    assert "1:00" in (_read(browser, "#chart-lag text.band-label") or "")
+    assert "a coarse span closes every 1:00" in browser.find_element(By.ID, "lag-note").text
+    time.sleep(1.5)  # a few pushed ticks: the user's choice holds while the figures update
+    assert browser.execute_script("return document.getElementById('caption-charts').open") is True
+
+    # Memory: one entry per coarse span, newest first, each a coarse caption; deeper ones fold under their span.
+    wait.until(lambda d: d.execute_script("return document.querySelectorAll('#nodes > li.span').length") == 3)
+    entries = browser.execute_script(
+        "return [...document.querySelectorAll('#nodes > li.span')].map((li) => [li.dataset.start,"
+        " li.querySelector('summary .badge').textContent, li.querySelector('summary .text').textContent])")
+    assert [e[0] for e in entries] == ["120", "60", "0"]
+    assert all(level == "coarse" and text for _, level, text in entries), entries
+    span = browser.find_element(By.CSS_SELECTOR, '#nodes > li.span[data-start="60"] > details > summary')
+    assert not browser.find_element(By.XPATH, "//*[contains(text(), 'fine: a board')]").is_displayed()
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", span)
+    span.send_keys(Keys.ENTER)  # keyboard: a span opens with Enter
+    wait.until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('#nodes li.span[data-start=\"60\"] li.child .text')]"
+        ".map((e) => e.textContent).includes('fine: a board at the platform')"))
+    fine = browser.find_element(By.XPATH, "//li[contains(@class, 'child')][.//span[text()='fine: a board at the "
+                                          "platform']]")
+    assert "1 ultra-fine" in fine.text and fine.find_element(By.CSS_SELECTOR, ".badge").text == "fine"
+    ultra = fine.find_element(By.XPATH, ".//span[text()='ultra: the board reads DEPARTS']")
+    assert not ultra.is_displayed()
+    fine.find_element(By.TAG_NAME, "summary").click()
+    wait.until(lambda d: ultra.is_displayed())
+    # other spans stay folded: nothing of theirs was read
+    assert not browser.find_elements(By.CSS_SELECTOR, '#nodes li.span[data-start="0"] li.child')
+    _shoot(browser, "nodes", "memory")
+
+    # The history: the options asked (the one chosen marked); a click opens answer, trace and evidence.
+    wait.until(lambda d: d.execute_script("return document.querySelectorAll('#question-list li.question').length"))
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('#question-list li.question ul.options li')].map((e) => e.textContent)")
+    assert len(shown) == 3 and all(o in s for o, s in zip(options, shown, strict=True)), shown
+    assert not browser.find_elements(By.CSS_SELECTOR, "#question-list ul.options b")
+    if answer.get("option_index") is not None:
+        chosen = browser.find_elements(By.CSS_SELECTOR, "#question-list ul.options li.chosen")
+        assert [e.text for e in chosen] == [shown[answer["option_index"]].strip()]
+    detail = browser.find_element(By.CSS_SELECTOR, "#question-list li.question .detail")
+    assert not detail.is_displayed()
+    summary = browser.find_element(By.CSS_SELECTOR, "#question-list li.question summary")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", summary)
+    summary.click()
+    wait.until(lambda d: detail.is_displayed())
+    assert f"{answer['iterations']} rounds" in detail.find_element(By.CSS_SELECTOR, ".figures").text
+    steps = [e.text for e in detail.find_elements(By.CSS_SELECTOR, "ol.trace li.step")]
+    assert len(steps) == len(answer["trace"]) and steps[0].startswith("#1 ")
+    items = detail.find_elements(By.CSS_SELECTOR, ".evidence-item")
+    assert len(items) == len(answer["evidence"])
+    if items:
+        wait.until(lambda d: d.execute_script(
+            "return [...document.querySelectorAll('#question-list .evidence-item img.thumb')]"
+            ".every((i) => i.naturalWidth > 0)"))
+    # it stays open when the list is loaded again (another question answered)
+    with shared_server.client() as c:
+        assert c.post("/v1/streams/atrium/questions", json={"question": "What colour is it?"}).status_code == 200
+    wait.until(lambda d: d.execute_script("return document.querySelectorAll('#question-list li.question').length")
+               == 2)
+    assert browser.execute_script("return document.querySelectorAll('#question-list details[open]').length") == 1
+    assert browser.find_element(By.CSS_SELECTOR, "#question-list li.question:nth-child(2) .detail").is_displayed()
+    _shoot(browser, "questions-panel", "history")
+    browser.execute_script("window.scrollTo(0, 0)")
+    _shoot(browser, "streams-panel", "top")
+    assert not browser.execute_script(CLIPPED_NUMBERS)
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+
+
 def listed(driver: webdriver.Chrome) -> list[str]:
     """The texts of the watch list's items, read in one call (the list is redrawn live: elements found one call
     earlier may be gone by the next)."""
@@ -347,6 +473,9 @@ def test_dashboard_adds_a_paced_stream_with_a_preset_stops_and_deletes_it(
     assert _read(browser, "#streams-panel .stream-name, .stream-name") == "kiosk"
     # paced like a camera: it runs, its thumbnail shows what it sees
     wait.until(EC.text_to_be_present_in_element((By.ID, "state-kiosk"), "running"))
+    # its charts are open, the lag chart with the band of one coarse span of its preset (60 s): what is normal
+    assert browser.execute_script("return document.getElementById('caption-charts').open") is True
+    wait.until(lambda d: "1:00" in (_read(d, "#chart-lag text.band-label") or ""))
     wait.until(lambda d: d.execute_script(
         "const i = document.querySelector('tr[data-stream=\"kiosk\"] td.thumb img'); return i && i.naturalWidth > 0"))
     for width, height in ((1400, 1000), (390, 844)):
@@ -407,6 +536,7 @@ def test_dashboard_feed_and_latest_frame_over_http(shared_server: LucyServer, vi
         assert kind == "hello" and "gate" not in {s["name"] for s in hello["streams"]}
         assert 0 <= hello["host"]["cpu_percent"] <= 100 and hello["host"]["memory_total_bytes"] > 0
         assert "videomme-short" in hello["presets"] and hello["default_preset"] == "live"
+        assert hello["coarse_span_seconds"]["live"] == 60 and hello["coarse_span_seconds"]["egomem"] == 800
         ticks = [e for k, e in events if k == "tick"]
         assert any(t.get("host", {}).get("memory_total_bytes") for t in ticks)  # host figures each interval
         first, *later = [t["streams"]["gate"] for t in ticks if "gate" in t["streams"]]

@@ -70,6 +70,8 @@ async def _feed_events(svc: Service, source: DashboardFeed) -> AsyncIterator[Ser
         yield sse.event({
             "interval_seconds": source.interval, "ready": svc.ready, "streams": tick.statuses,
             "host": tick.host, "host_history": list(source.host.history), "presets": list(PRESETS),
+            # how often each preset closes a coarse span: the page explains its lag chart with it
+            "coarse_span_seconds": {name: p.coarse.span_seconds for name, p in PRESETS.items()},
             "default_preset": svc.settings.preset, "captioners": list(CAPTIONER_BACKENDS),
             "default_captioner": svc.settings.captioner.backend}, "hello")
         points = {name: p["t"] for name, p in tick.points.items()}

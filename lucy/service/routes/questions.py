@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from sse_starlette import ServerSentEvent
 
-from lucy.service import sse
+from lucy.service import memory_pages, sse
 from lucy.service.errors import in_band_error
 from lucy.service.schemas import AnswerOut, QuestionIn
 from lucy.service.state import Service, service
@@ -41,8 +41,22 @@ async def recent_questions(name: str, request: Request,
                            limit: Annotated[int, Query(ge=1, le=500)] = 20) -> dict[str, Any]:
     svc = service(request)
     await asyncio.to_thread(svc.manager.require, name)
-    rows = await asyncio.to_thread(svc.memory.questions, name, limit)
+    rows = await asyncio.to_thread(_with_frame_urls, svc, name, limit)
     return {"stream": name, "questions": rows}
+
+
+def _with_frame_urls(svc: Service, name: str, limit: int) -> list[dict[str, Any]]:
+    """The stream's recent questions, each evidence span with the URL of its frame at its middle time (None when
+    no frame is kept there), as search hits have: the dashboard shows the frames without guessing at 404s."""
+    rows = svc.memory.questions(name, limit)
+    frame_at = memory_pages.frame_urls(svc, name)
+    for row in rows:
+        answer = row.get("answer")
+        if not isinstance(answer, dict):  # still running, or it failed
+            continue
+        for ev in answer.get("evidence") or []:
+            ev["frame_url"] = frame_at((ev["start"] + ev["end"]) / 2)
+    return rows
 
 
 async def _sse_answer(svc: Service, name: str, question: str,

@@ -267,8 +267,8 @@ function clearSelection() {
   document.querySelectorAll(".stream-name").forEach((n) => { n.textContent = "no stream selected"; });
   state.points = [];
   state.nodes = [];
+  resetSpans();
   drawSelected();
-  renderNodes();
   $("#question-list").replaceChildren();
 }
 
@@ -284,13 +284,16 @@ async function select(name) {
   $("#evidence-frame").hidden = true;
   state.points = [];
   state.nodes = [];
+  resetSpans();
+  charts.userFor = null;
+  questions.open = new Set();
   state.answered = state.streams.get(name).questions.answered;
   runSearch();
   loadWatches();
   loadQuestions();
   try {
     const [history, memory] = await Promise.all([
-      getJSON(streamPath("/history")), getJSON(streamPath("/memory?latest=true&limit=" + NODES_SHOWN))]);
+      getJSON(streamPath("/history")), getJSON(streamPath("/memory?latest=true&limit=" + NODES_SHOWN)), loadSpans()]);
     if (name !== state.selected) return;
     state.points = history.points.concat(state.points.filter((p) => p.t > (history.points.at(-1) || { t: 0 }).t));
     addNodes(memory.nodes);
@@ -331,7 +334,8 @@ function chart(svg, series, opts) {
     return;
   }
   const t1 = Math.max(...all.map((p) => p.t)), t0 = Math.min(Math.min(...all.map((p) => p.t)), t1 - 60);
-  const vmax = opts.max !== undefined ? opts.max : Math.max(1e-6, ...all.map((p) => p.v)) * 1.1;
+  const vmax = opts.max !== undefined ? opts.max
+    : Math.max(1e-6, ...all.map((p) => p.v), opts.band ? opts.band.upTo * 1.15 : 0) * 1.1;
   const x = (t) => left + (W - left - right) * (t - t0) / (t1 - t0);
   const y = (v) => H - bottom - (H - top - bottom) * Math.min(v, vmax) / vmax;
   const grid = svgEl("g", { class: "axis" });
@@ -348,11 +352,30 @@ function chart(svg, series, opts) {
     grid.append(svgEl("text", { x: x(t), y: H - 5, "text-anchor": anchor, class: "tick-time" }, fmtClock(t)));
   }
   svg.append(grid);
+  // A band of what is normal (the lag chart: up to one coarse span, since a span is captioned when it closes): the
+  // line is drawn in its own colour inside the band and in the alarm colour only above it.
+  const band = opts.band;
+  if (band) {
+    const edge = y(band.upTo);
+    svg.append(svgEl("rect", { x: left, y: edge, width: W - left - right, height: y(0) - edge, class: "band" }),
+               svgEl("text", { x: left + 6, y: edge + 12, class: "band-label" }, band.label));
+    const defs = svgEl("defs");
+    for (const [id, y0, y1] of [["below", edge, H], ["above", 0, edge]]) {
+      const clip = svgEl("clipPath", { id: svg.id + "-" + id });
+      clip.append(svgEl("rect", { x: 0, y: y0, width: W, height: y1 - y0 }));
+      defs.append(clip);
+    }
+    svg.append(defs);
+  }
   for (const s of series) {
     if (!s.points.length) continue;
     const d = s.points.map((p, i) => (i ? "L" : "M") + x(p.t).toFixed(1) + " " + y(p.v).toFixed(1)).join(" ");
-    svg.append(svgEl("path", { d: d, fill: "none", stroke: s.colour, "stroke-width": 2, class: "series",
-                               "data-points": String(s.points.length), "data-name": s.name }));
+    const line = { d: d, fill: "none", stroke: s.colour, "stroke-width": 2, class: "series",
+                   "data-points": String(s.points.length), "data-name": s.name };
+    if (!band) { svg.append(svgEl("path", line)); continue; }
+    svg.append(svgEl("path", Object.assign({}, line, { "clip-path": "url(#" + svg.id + "-below)" })),
+               svgEl("path", Object.assign({}, line, { stroke: band.over, class: "series over",
+                                                       "clip-path": "url(#" + svg.id + "-above)" })));
   }
   const last = series[0].points.at(-1);
   if (last) {
@@ -361,10 +384,48 @@ function chart(svg, series, opts) {
   }
 }
 
+// The lag chart's band: media time ingested but not captioned yet grows to one coarse span before the span closes
+// and is captioned, so a healthy stream draws a saw-tooth up to T_c (plus the caption's own time), never a flat 0.
+// The band shows that figure, taken from the stream's preset, instead of hiding it (lag minus the open span's age
+// would hide a span's caption time too, and read as a spike each time a span closes).
+function lagBand() {
+  const T = coarseSeconds();
+  return { upTo: T, over: "#c0392b", label: "one coarse span (" + fmtTime(T) + "): normal" };
+}
+
+// The charts are open while the selected stream runs; a stream that has ended folds them under one line of its final
+// figures (a click opens them again, and that choice holds until another stream is selected).
+const charts = { auto: true, userFor: null };
+
+function foldCharts() {
+  const box = $("#caption-charts"), s = state.streams.get(state.selected);
+  const active = !s || ACTIVE.has(s.state);
+  if (charts.userFor !== state.selected && box.open !== active) { charts.auto = active; box.open = active; }
+  if (!s) { $("#caption-summary").textContent = "charts"; return; }
+  const lags = state.points.map((p) => p.lag_seconds);
+  const figures = active
+    ? ["lag " + fmtTime(s.lag_seconds), s.caption.captions_per_second.toFixed(2) + " captions/s"]
+    : [s.state, "captioned " + fmtTime(s.captioned_until) + " of " + fmtTime(s.ingested_until),
+       s.caption.coarse_nodes + " coarse captions", "final lag " + fmtTime(s.lag_seconds)];
+  if (!active && lags.length) figures.push("peak lag " + fmtTime(Math.max(...lags)));
+  if (s.caption.failures) figures.push(s.caption.failures + " failed captions");
+  $("#caption-summary").textContent = figures.join(" · ");
+  $("#lag-note").textContent = "· a coarse span closes every " + fmtTime(coarseSeconds()) +
+    ": lag climbs to it, then drops as the span is captioned";
+}
+
+$("#caption-charts").addEventListener("toggle", () => {
+  const box = $("#caption-charts");
+  if (box.open !== charts.auto) { charts.userFor = state.selected; charts.auto = box.open; }
+  if (box.open) drawSelected();
+});
+
 function drawSelected() {
   const pts = state.points;
-  chart($("#chart-lag"), [{ name: "lag", colour: "#c0392b",
-                            points: pts.map((p) => ({ t: p.t, v: p.lag_seconds })) }], { timeValues: true });
+  foldCharts();
+  chart($("#chart-lag"), [{ name: "lag", colour: "#2f6fdf",
+                            points: pts.map((p) => ({ t: p.t, v: p.lag_seconds })) }],
+        { timeValues: true, band: state.selected ? lagBand() : null });
   chart($("#chart-rate"), [{ name: "rate", colour: "#2f6fdf",
                              points: pts.map((p) => ({ t: p.t, v: p.captions_per_second })) }], {});
   const s = state.streams.get(state.selected);
@@ -411,20 +472,216 @@ function addNodes(nodes) {
   const byId = new Map(state.nodes.map((n) => [n.id, n]));
   for (const n of nodes) byId.set(n.id, n);
   state.nodes = [...byId.values()].sort((a, b) => a.start - b.start || a.end - b.end).slice(-NODES_SHOWN);
-  renderNodes();
+  for (const n of nodes) spanNode(n);
+  renderSpans();
 }
 
-function renderNodes() {
-  const items = state.nodes.slice().reverse().slice(0, 30).map((n) => {
-    const li = el("li", { class: "node-text" });
-    const when = el("span", { class: "when" }, fmtSpan(n.start, n.end));
-    when.addEventListener("click", () => showFrame(n.start));
-    li.append(when, el("span", { class: "lvl" }, n.level + (n.origin === "ingest" ? "" : " · question")),
-              el("span", { class: "text" }, n.text.length > 400 ? n.text.slice(0, 400) + "…" : n.text));
-    return li;
-  });
-  $("#nodes").replaceChildren(...items);
+// ------------------------------------------------------------------------------------------------ memory by span
+// The memory list: one entry per coarse span, newest first, its coarse caption as the summary; its fine and
+// ultra-fine captions (and speech) fold under it and are read from the memory API when it is first opened. Coarse
+// spans come page by page (the API's level and time filters, bounded in SQL), never the whole stream at once.
+
+const SPAN_PAGE = 20;         // coarse spans read per page
+const SPANS_KEPT = 100;       // entries kept as a live stream adds spans (older ones are a click away)
+const CHILD_PAGE = 500;       // a span's deeper nodes read per request
+const LISTED = new Set(["coarse", "fine", "ultra_fine", "speech"]);  // summaries span many coarse spans: not here
+const spans = { seq: 0, groups: new Map(), oldest: null, more: false, seconds: {}, defaultPreset: null };
+
+// Seconds between coarse span boundaries of the selected stream (its preset's; 60 until the feed says).
+function coarseSeconds(name) {
+  const s = state.streams.get(name || state.selected);
+  const preset = (s && s.preset) || spans.defaultPreset;
+  return spans.seconds[preset] || 60;
 }
+
+function spanKey(t) {
+  const T = coarseSeconds();
+  return Math.floor(t / T + 1e-9) * T;
+}
+
+function resetSpans() {
+  spans.seq += 1;
+  spans.groups = new Map();
+  spans.oldest = null;
+  spans.more = false;
+  $("#nodes").replaceChildren();
+  $("#older-spans").hidden = true;
+}
+
+function spanGroup(key) {
+  let g = spans.groups.get(key);
+  if (!g) {
+    g = { start: key, end: key + coarseSeconds(), coarse: null, children: new Map(), loaded: false, el: null };
+    spans.groups.set(key, g);
+  }
+  return g;
+}
+
+// One node into its span's entry: a coarse caption made at ingest is the entry's summary, anything else (deeper
+// captions, a question's re-captioning of the span, speech) is a child. Nodes of spans older than the pages read
+// wait for "older spans".
+function spanNode(n) {
+  if (!LISTED.has(n.level)) return;
+  const key = spanKey(n.start);
+  if (spans.oldest !== null && key < spans.oldest) return;
+  const g = spanGroup(key);
+  if (n.level === "coarse" && n.origin === "ingest" && (!g.coarse || g.coarse.id === n.id)) {
+    g.coarse = n;
+    g.end = Math.max(g.start, n.end);
+  } else {
+    g.children.set(n.id, n);
+  }
+  if (g.el) fillGroup(g);
+}
+
+function whenButton(n) {
+  const when = el("button", { type: "button", class: "when link", title: "show the frame at " + fmtTime(n.start) },
+                  fmtSpan(n.start, n.end));
+  when.addEventListener("click", (event) => { event.preventDefault(); event.stopPropagation(); showFrame(n.start); });
+  return when;
+}
+
+function nodeLine(n, parent) {
+  parent.append(whenButton(n), el("span", { class: "badge lvl lvl-" + n.level }, n.level.replace("_", "-")));
+  if (n.origin !== "ingest") parent.append(el("span", { class: "lvl muted" }, "question"));
+  parent.append(el("span", { class: "text" }, n.text.length > 400 ? n.text.slice(0, 400) + "…" : n.text));
+}
+
+// Children of a span: each fine caption with the ultra-fine captions inside it folded under it; the rest (a
+// question's captions of the whole span, ultra-fine without a fine one, speech) in time order beside them.
+function childList(g) {
+  const nodes = [...g.children.values()].sort((a, b) => a.start - b.start || b.end - a.end);
+  const fine = nodes.filter((n) => n.level === "fine");
+  const inner = new Map(fine.map((f) => [f.id, []]));
+  const top = [];
+  for (const n of nodes) {
+    const host = n.level === "ultra_fine" && fine.find((f) => n.start >= f.start - 1e-6 && n.start < f.end);
+    if (host) inner.get(host.id).push(n); else if (n.level !== "fine") top.push(n);
+  }
+  const ul = el("ul", { class: "children" });
+  for (const n of [...fine, ...top].sort((a, b) => a.start - b.start || b.end - a.end)) {
+    const li = el("li", { class: "node-text child" });
+    const under = inner.get(n.id) || [];
+    if (under.length) {
+      const box = el("details");
+      const summary = el("summary");
+      nodeLine(n, summary);
+      summary.append(el("span", { class: "muted count" }, " · " + under.length + " ultra-fine"));
+      const ulf = el("ul", { class: "children" });
+      for (const u of under) {
+        const item = el("li", { class: "node-text child" });
+        nodeLine(u, item);
+        ulf.append(item);
+      }
+      box.append(summary, ulf);
+      li.append(box);
+    } else {
+      nodeLine(n, li);
+    }
+    ul.append(li);
+  }
+  return ul;
+}
+
+function fillGroup(g) {
+  const box = g.el.querySelector("details");
+  const summary = box.querySelector("summary");
+  summary.replaceChildren();
+  if (g.coarse) {
+    nodeLine(g.coarse, summary);
+  } else {
+    const open = { start: g.start, end: g.end, level: "coarse", origin: "ingest", text: "" };
+    summary.append(whenButton(open), el("span", { class: "badge lvl lvl-coarse" }, "coarse"),
+                   el("span", { class: "text muted" }, "span still open: its coarse caption comes when it closes"));
+  }
+  const body = box.querySelector(".body");
+  if (!box.open) return;
+  if (!g.loaded) { loadChildren(g); return; }
+  body.replaceChildren(g.children.size ? childList(g) : el("p", { class: "muted" }, "no deeper captions of this span"));
+}
+
+function groupItem(g) {
+  const li = el("li", { class: "span", "data-start": String(g.start) });
+  const box = el("details");
+  box.append(el("summary"), el("div", { class: "body" }));
+  box.addEventListener("toggle", () => { if (box.open) fillGroup(g); });
+  li.append(box);
+  g.el = li;
+  fillGroup(g);
+  return li;
+}
+
+// The entries, newest span first; entries already on the page are moved, not made again (an open one stays open).
+function renderSpans() {
+  const list = $("#nodes");
+  let keys = [...spans.groups.keys()].sort((a, b) => b - a);
+  if (keys.length > SPANS_KEPT) {  // a long live stream: keep the newest, the rest are "older spans"
+    for (const key of keys.slice(SPANS_KEPT)) {
+      const g = spans.groups.get(key);
+      if (g.el) g.el.remove();
+      spans.groups.delete(key);
+    }
+    keys = keys.slice(0, SPANS_KEPT);
+    spans.oldest = keys.at(-1);
+    spans.more = true;
+  }
+  keys.forEach((key, i) => {
+    const g = spans.groups.get(key);
+    const li = g.el || groupItem(g);
+    if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
+  });
+  $("#older-spans").hidden = !spans.more;
+}
+
+// A page of coarse spans: the newest ones, or (``before``) those that start before a time.
+async function loadSpans(before) {
+  const name = state.selected, seq = spans.seq;
+  const params = new URLSearchParams({ level: "coarse", latest: "true", limit: String(SPAN_PAGE) });
+  if (before !== undefined) params.set("to", String(before));
+  const page = await getJSON(streamPath("/memory?" + params, name));
+  if (seq !== spans.seq) return;
+  const coarse = page.nodes.filter((n) => n.origin === "ingest");
+  if (coarse.length || !page.truncated) {
+    const first = coarse.length ? spanKey(coarse[0].start) : 0;
+    spans.oldest = spans.oldest === null ? first : Math.min(spans.oldest, first);
+  }
+  spans.more = page.truncated;
+  for (const n of page.nodes) spanNode(n);
+  renderSpans();
+}
+
+// A span's deeper nodes, page by page (by start time: a page ends where the next begins; repeats are dropped).
+async function loadChildren(g) {
+  const name = state.selected, seq = spans.seq;
+  g.loaded = true;
+  const body = g.el.querySelector(".body");
+  body.replaceChildren(el("p", { class: "muted" }, "loading…"));
+  try {
+    for (let from = g.start; ;) {
+      const params = new URLSearchParams({ from: String(from), to: String(g.end), limit: String(CHILD_PAGE) });
+      const page = await getJSON(streamPath("/memory?" + params, name));
+      if (seq !== spans.seq) return;
+      let fresh = 0;
+      for (const n of page.nodes) {
+        if (n.start < g.start - 1e-6 || n.start >= g.end || !LISTED.has(n.level) || g.children.has(n.id)) continue;
+        if (g.coarse && n.id === g.coarse.id) continue;
+        g.children.set(n.id, n);
+        fresh += 1;
+      }
+      if (!page.truncated || !fresh) break;
+      from = page.nodes.at(-1).start;
+    }
+  } catch (err) {
+    g.loaded = false;
+    body.replaceChildren(el("p", { class: "muted" }, "not loaded: " + (err.message || err)));
+    return;
+  }
+  fillGroup(g);
+}
+
+$("#older-spans").addEventListener("click", () => {
+  if (spans.oldest !== null) loadSpans(spans.oldest).catch((err) => setHealth(String(err.message || err), false));
+});
 
 async function showFrame(t) {
   if (!state.selected) return;
@@ -462,6 +719,8 @@ function setHealth(text, ok) {
 function onHello(data) {
   state.streams = new Map(data.streams.map((s) => [s.name, s]));
   state.host = data.host_history.slice();
+  spans.seconds = data.coarse_span_seconds || {};
+  spans.defaultPreset = data.default_preset;
   showHost(data.host);
   fillForm(data);
   renderStreams();
@@ -676,29 +935,104 @@ async function loadQuestions() {
   try {
     const body = await getJSON(streamPath("/questions?limit=20", name));
     if (name !== state.selected) return;
-    const items = body.questions.map((q) => {
-      const li = el("li", { class: "question" });
-      const head = el("div", { class: "q" });
-      head.append(el("span", { class: "asked muted" }, fmtClock(q.asked)), el("span", { class: "text" }, q.question));
-      li.append(head);
-      const a = q.answer;
-      if (a) {
-        const ans = el("div", { class: "a" });
-        const badge = el("span", { class: "badge " + (a.confident ? "ok" : "unsure") },
-                         a.confident ? "confident" : "not sure");
-        ans.append(badge, el("span", { class: "text" }, a.answer || "(no answer)"));
-        li.append(ans, evidenceLinks(a.evidence));
-      } else {
-        li.append(el("div", { class: "a muted" }, "no answer (still running, or it failed)"));
-      }
-      return li;
-    });
+    for (const url of questions.blobs) URL.revokeObjectURL(url);
+    questions.blobs = [];
+    const items = body.questions.map(questionItem);
     $("#question-list").replaceChildren(...items);
     $("#no-questions").hidden = items.length > 0;
   } catch (err) {
     $("#no-questions").hidden = false;
     $("#no-questions").textContent = String(err.message || err);
   }
+}
+
+// ``open``: ids of the history's questions opened by the user (kept open when the list is loaded again).
+const questions = { open: new Set(), blobs: [] };
+
+// A question of the history: a summary line (when, the question, the options asked with the one chosen, the
+// answer) that opens on a click or Enter into the answer's figures, its reason, evidence with frames, and trace.
+function questionItem(q) {
+  const li = el("li", { class: "question", "data-id": String(q.id) });
+  const box = el("details");
+  const summary = el("summary");
+  const head = el("div", { class: "q" });
+  head.append(el("span", { class: "asked muted" }, fmtClock(q.asked)), el("span", { class: "text" }, q.question));
+  summary.append(head);
+  const a = q.answer;
+  if (q.options && q.options.length) summary.append(optionList(q.options, a ? a.option_index : null));
+  if (a) {
+    const ans = el("div", { class: "a" });
+    const badge = el("span", { class: "badge " + (a.confident ? "ok" : "unsure") },
+                     a.confident ? "confident" : "not sure");
+    ans.append(badge, el("span", { class: "text" }, a.answer || "(no answer)"));
+    summary.append(ans);
+  } else {
+    summary.append(el("div", { class: "a muted" }, "no answer (still running, or it failed)"));
+  }
+  const detail = el("div", { class: "detail" });
+  box.append(summary, detail);
+  const fill = () => { if (!detail.childElementCount) detail.append(...answerDetail(q)); };
+  box.addEventListener("toggle", () => {
+    if (box.open) { questions.open.add(q.id); fill(); } else questions.open.delete(q.id);
+  });
+  if (questions.open.has(q.id)) { box.open = true; fill(); }
+  li.append(box);
+  return li;
+}
+
+function optionList(options, chosen) {
+  const ul = el("ul", { class: "options", "aria-label": "options asked" });
+  options.forEach((text, i) => {
+    const picked = i === chosen;
+    const li = el("li", picked ? { class: "chosen", title: "the option answered" } : {});
+    li.append(el("span", { class: "letter" }, String.fromCharCode(65 + (i % 26)) + (i >= 26 ? String(i) : "") + "."),
+              document.createTextNode(" " + text + (picked ? " ✓" : "")));
+    ul.append(li);
+  });
+  return ul;
+}
+
+function answerDetail(q) {
+  const a = q.answer;
+  if (!a) return [el("p", { class: "muted" }, "No answer stored: the question is still running, or it failed.")];
+  const out = [el("p", { class: "muted figures" }, (a.confident ? "confident" : "not confident") + " · " +
+    a.iterations + " rounds · " + a.llm_calls + " LLM calls · " + a.caption_calls + " captions · up to " +
+    fmtTime(a.horizon) + " of video" + (a.wall_seconds !== undefined ? " · took " + fmtTime(a.wall_seconds) : ""))];
+  if (a.reason) out.push(el("p", { class: "reason" }, a.reason));
+  for (const e of a.errors || []) out.push(el("p", { class: "error" }, "error: " + e));
+  if (a.evidence && a.evidence.length) {
+    const frames = el("ul", { class: "evidence-frames", "aria-label": "evidence" });
+    for (const span of a.evidence) frames.append(evidenceItem(span));
+    out.push(frames);
+  }
+  if (a.trace && a.trace.length) {
+    const trace = el("ol", { class: "trace", "aria-label": "trace" });
+    for (const step of a.trace) {
+      trace.append(el("li", { class: "step" + (step.error ? " error" : "") }, traceLine(step)));
+    }
+    out.push(trace);
+  }
+  return out;
+}
+
+// One evidence span: its frame (when the API has one kept: frame_url) and its time, which shows the frame larger in
+// the Ask panel.
+function evidenceItem(span) {
+  const li = el("li", { class: "evidence-item" });
+  if (span.frame_url) {
+    const img = el("img", { class: "thumb", alt: "frame at " + fmtTime((span.start + span.end) / 2) });
+    api(span.frame_url + "&width=320")
+      .then((res) => (res.ok ? res.blob() : Promise.reject(new Error("HTTP " + res.status))))
+      .then((blob) => { const url = URL.createObjectURL(blob); questions.blobs.push(url); img.src = url; })
+      .catch(() => img.replaceWith(thumbPlaceholder("frame unavailable")));
+    li.append(img);
+  } else {
+    li.append(thumbPlaceholder("no frame kept"));
+  }
+  const when = el("button", { type: "button", class: "evidence link" }, fmtSpan(span.start, span.end));
+  when.addEventListener("click", () => showFrame(span.start));
+  li.append(when);
+  return li;
 }
 
 // ------------------------------------------------------------------------------------------------ searching

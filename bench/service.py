@@ -146,7 +146,7 @@ def throughput(server: Server, names: list[str], seconds: float) -> dict[str, fl
     after = {n: server.status(n) for n in names}
     wall = time.monotonic() - began
     for n, s in after.items():
-        if s["state"] != "running":
+        if s["state"] != "catching_up":  # a file read as fast as it goes
             print(f"  warning: {n} is {s['state']} at the end of the window", flush=True)
     return {n: (after[n]["ingested_until"] - before[n]) / wall for n in names}
 
@@ -157,7 +157,7 @@ class Keeper:
     def __init__(self, server: Server, names: list[str], video: Path) -> None:
         self.server, self.names, self.video = server, names, video
         self.restarts = 0
-        self.idle_seen = 0  # polls that found a stream not running (between its end and its restart)
+        self.idle_seen = 0  # polls that found a stream not ingesting (between its end and its restart)
         self.polls = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -176,7 +176,7 @@ class Keeper:
             self.polls += 1
             for name in self.names:
                 state = http.get(f"/v1/streams/{name}").json()["state"]
-                if state == "running":
+                if state == "catching_up":
                     continue
                 self.idle_seen += 1
                 if state == "finished":

@@ -29,12 +29,15 @@ FOLLOW_SECONDS = 1.0  # refresh of `lucy streams --follow`
 def stream_rows(settings: LucySettings) -> list[dict[str, Any]]:
     """One row per stored stream (the JSON output's shape)."""
     from lucy.ingest import open_frames
+    from lucy.service.status import stored_stream_state
 
     frames = open_frames(settings)
     rows = []
     for name in frames.names():
         info = frames.open(name).info()
-        rows.append({"stream": name, "source": info.source, "live": info.live, "frames": info.frames,
+        # the state the server would show for it: recording / catching_up while `lucy ingest` writes it
+        state = stored_stream_state(settings.data, info).value
+        rows.append({"stream": name, "state": state, "source": info.source, "live": info.live, "frames": info.frames,
                      "media_seconds": round(info.media_seconds, 3), "stored_fps": info.stored_fps,
                      "size": f"{info.width}x{info.height}", "codec": info.codec, "complete": info.complete,
                      "wall_start": info.wall_start, "gaps": len(info.gaps), "lost": info.lost})
@@ -42,11 +45,8 @@ def stream_rows(settings: LucySettings) -> list[dict[str, Any]]:
 
 
 def _state(row: dict[str, Any]) -> str:
-    if row["lost"]:
-        return "damaged"
-    if row["live"]:
-        return "live"
-    return "complete" if row["complete"] else "partial"
+    """The stream's state (the API's word), and a note for a damaged source (what it lost is in ``--json``)."""
+    return f"{row['state']} (damaged)" if row["lost"] else row["state"]
 
 
 def _table(rows: list[dict[str, Any]], title: str) -> Table:

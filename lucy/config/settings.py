@@ -485,6 +485,18 @@ class MqttSettings(_Section):
     tls_insecure: bool = Field(False, description="Skip broker host-name verification (testing only).")
     reconnect_initial_seconds: float = Field(0.5, gt=0, le=60, description="First wait before reconnecting.")
     reconnect_max_seconds: float = Field(30.0, gt=0, le=3600, description="Cap of the reconnect backoff.")
+    status_interval_seconds: float = Field(
+        10.0, ge=0.2, le=3600,
+        description="How often every stream's status is looked at (those `lucy ingest` writes included); a change "
+                    "of state is published at once, other changes at most this often.")
+    status_heartbeat_seconds: float = Field(
+        300.0, ge=1, le=86400,
+        description="A stream's status is published only when it changes (rates left out of the comparison), and "
+                    "again after this long unchanged, so that a subscriber can tell a quiet stream from a dead bridge.")
+    discovery: bool = Field(True, description="Announce each stream to Home Assistant (MQTT discovery): a sensor "
+                                              "of its state and a binary sensor of its alerts.")
+    discovery_prefix: str = Field("homeassistant", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_\-/]+$",
+                                  description="Home Assistant's discovery prefix (its MQTT integration's setting).")
 
     @field_validator("url")
     @classmethod

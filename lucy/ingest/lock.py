@@ -198,6 +198,21 @@ def probe(lock: FileLock, wait_seconds: float = 0.0) -> None:
         os.close(fd)
 
 
+def is_held(lock: FileLock) -> bool:
+    """Whether a process holds ``lock`` now (:func:`probe`, answered rather than raised): how a stream's state
+    tells a stream that ``lucy ingest`` writes in another process from one that nobody writes. A lock file that
+    does not exist is free (and is not created here); one that cannot be opened counts as free."""
+    if not lock.path.exists():
+        return False
+    try:
+        probe(lock)
+    except LockHeld:
+        return True
+    except StoreError:
+        return False
+    return False
+
+
 def stream_lock(data: Path, stream: str, holder: Holder | None = None) -> FileLock:
     """The lock that makes its holder the one writer of ``stream``'s frames in ``data``."""
     name = check_stream_name(stream)

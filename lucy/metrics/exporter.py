@@ -45,7 +45,8 @@ LLM_CALL_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20, 30)
 CAPTION_CALL_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
 ALERT_LATENCY_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
-STATE_CODES = {"stopped": 0, "starting": 1, "running": 2, "reconnecting": 3, "finished": 4, "failed": 5}
+STATE_CODES = {"stopped": 0, "starting": 1, "recording": 2, "reconnecting": 3, "finished": 4, "failed": 5,
+               "catching_up": 6}  # codes never change meaning (dashboards map them); a new state gets a new code
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

@@ -22,14 +22,34 @@ from lucy.metrics.stats import CaptionCall
 
 
 class StreamState(StrEnum):
-    """A stream's state, as the API, MQTT and the ``lucy_stream_state`` metric show it."""
+    """A stream's state: the one vocabulary of the API, ``lucy streams``, the dashboard, MQTT (and Home Assistant)
+    and the ``lucy_stream_state`` metric. The README's table of stream states says the same."""
 
-    STARTING = "starting"
-    RUNNING = "running"
-    RECONNECTING = "reconnecting"
-    STOPPED = "stopped"
-    FAILED = "failed"
-    FINISHED = "finished"
+    STARTING = "starting"  # opening the source (or waiting to restart a worker that died)
+    RECORDING = "recording"  # frames arrive from a live source, or from a file read at its own pace (realtime)
+    CATCHING_UP = "catching_up"  # a file is read faster than real time: what is stored is behind the file's end
+    RECONNECTING = "reconnecting"  # a live source stopped delivering; it is reconnected with backoff
+    FINISHED = "finished"  # a file was read to its end (its memory may still be captioned)
+    STOPPED = "stopped"  # nobody writes the stream now and it did not end by itself (Ctrl-C, DELETE, shutdown)
+    FAILED = "failed"  # a live source gave up, or the run failed (with an error)
+
+
+def stored_state(*, live: bool, complete: bool, lost: str | None, writing: bool) -> StreamState:
+    """The state of a stream as its frame store and its writer lock tell it, for a stream this process does not
+    run (one ``lucy ingest`` writes in another process, or one only stored): ``writing`` says whether a process
+    holds the stream's writer lock now (:func:`lucy.ingest.lock.probe`).
+
+    A stream that a process writes is recording (live) or catching up (a file); else a file read to its end (or as
+    far as a damaged file goes, ``lost``) is finished, a live source that gave up failed, and anything else (a live
+    ingest ended by Ctrl-C, a file ingest interrupted) stopped. (A live ingest records no end in its store: it
+    reads stopped once nobody writes it.)"""
+    if writing:
+        return StreamState.RECORDING if live else StreamState.CATCHING_UP
+    if complete or (not live and lost is not None):
+        return StreamState.FINISHED
+    if live and lost is not None:
+        return StreamState.FAILED
+    return StreamState.STOPPED
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +66,7 @@ class BusEvent:
 
 @dataclass(frozen=True, slots=True)
 class StateChange:
-    """The run entered ``state`` (running: frames arrive; finished: the source ended, captions are drained).
+    """The run entered ``state`` (recording: frames arrive; finished: the source ended, captions are drained).
     Sent just after a progress record that goes with it."""
 
     state: StreamState

@@ -7,11 +7,19 @@ Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
 - ``<p>/<stream>/captions`` (out): each new memory node, as the API shows it
 - ``<p>/<stream>/alerts`` (out): each alert of the stream's watches, with its ``frame_url``
   (:mod:`lucy.watch.delivery` posts them through :meth:`MqttBridge.post`)
-- ``<p>/<stream>/status`` (out, retained): the stream's state and progress (source redacted)
+- ``<p>/<stream>/status`` (out, retained): the stream's state and progress (source redacted), published when it
+  changes (a change of state at once, progress at most every ``mqtt.status_interval_seconds``; rates alone are no
+  change) and again every ``mqtt.status_heartbeat_seconds`` unchanged. Every stream of the data directory is
+  looked at, those ``lucy ingest`` writes in another process included.
 - ``<p>/available`` (out, retained): plain ``online`` while connected, ``offline`` otherwise (Home Assistant's
   availability topic, as Frigate's ``frigate/available``): ``offline`` is the connection's last will, which the
   broker publishes when the server vanishes (crash, kill, network), and a clean shutdown says it itself
 - ``<p>/status`` (out, retained): what serves, as of the last connect: ``{"version", "since", "streams"}``
+- ``<d>/sensor/<node>/<stream>_state/config`` and ``<d>/binary_sensor/<node>/<stream>_alert/config`` (out,
+  retained; ``<d>`` is ``mqtt.discovery_prefix``, ``<node>`` the client id): Home Assistant MQTT discovery, as
+  Frigate's integration names its entities: per stream a device with a sensor of its state and a binary sensor
+  that is on for a minute after each alert, both unavailable while ``<p>/available`` says ``offline``; cleared
+  (empty retained payloads) when the stream is purged. Off with ``mqtt.discovery = false``.
 
 Reconnects with exponential backoff whenever the broker goes away; what was to be published meanwhile waits in
 a bounded outbox (oldest dropped first), and retained status is published again on every connect, so a
@@ -24,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import ssl
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,16 +46,44 @@ from lucy.config.settings import MqttSettings
 from lucy.errors import LucyError
 from lucy.ingest import redact_url
 from lucy.service.errors import InvalidRequest, ServiceError
+from lucy.service.messages import StreamState
 
 log = logging.getLogger(__name__)
 
 OUTBOX_MAX = 10_000
 PUBLISH_TIMEOUT_SECONDS = 10.0
 ONLINE, OFFLINE = b"online", b"offline"  # the availability payloads Home Assistant expects by default
+# Rates move a little with every sample of a stream that does nothing: left out when telling whether it changed.
+VOLATILE = {"decode_fps", "realtime_factor", "captions_per_second", "spans_per_second"}
+ALERT_ON_SECONDS = 60  # how long Home Assistant's alert binary sensor stays on after an alert (alerts are events)
 
 
 def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def comparable(status: dict[str, Any]) -> str:
+    """A stream's status without its volatile fields (:data:`VOLATILE`, at any depth), as one string: two
+    statuses that say the same thing give the same string."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in VOLATILE}
+        return value
+    return json.dumps(strip(status), sort_keys=True, separators=(",", ":"))
+
+
+def _ha_id(text: str) -> str:
+    """``text`` as Home Assistant allows in a discovery topic's node and object ids (``[a-zA-Z0-9_-]``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)
+
+
+@dataclass(slots=True)
+class _Sent:
+    """What was last published on a stream's status topic: its state, its :func:`comparable` form, when."""
+
+    state: str
+    key: str
+    at: float  # time.monotonic()
 
 
 class MqttBridge:
@@ -69,6 +107,8 @@ class MqttBridge:
         self._unsent: tuple[str, bytes, bool] | None = None
         self._questions: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._sent: dict[str, _Sent] = {}  # per stream: its last status published
+        self._announced: set[str] = set()  # streams whose discovery configs this connection has published
 
     # ------------------------------------------------------------------------------------ topics
 
@@ -106,9 +146,90 @@ class MqttBridge:
             if event["type"] == "node":
                 self.post(self.topic(stream, "captions"), _json(event["node"]))
             elif event["type"] == "status":
-                status = event["status"]
-                # A purged stream's retained status is cleared (an empty retained message deletes it).
-                self.post(self.topic(stream, "status"), b"" if status.get("purged") else _json(status), retain=True)
+                self.offer_status(stream, event["status"])
+
+    # ------------------------------------------------------------------------------------ status, on change
+
+    def offer_status(self, stream: str, status: dict[str, Any]) -> bool:
+        """Publish a stream's status if it says something new (whether it was queued): a new state at once, other
+        changes once ``status_interval_seconds`` have passed since the last one, the same again only after
+        ``status_heartbeat_seconds``. A purged stream's retained status and discovery configs are cleared."""
+        if status.get("purged"):
+            self._sent.pop(stream, None)
+            self.post(self.topic(stream, "status"), b"", retain=True)  # an empty retained message deletes it
+            self._unannounce(stream)
+            return True
+        self._announce(stream)
+        s, now, key = self.settings, time.monotonic(), comparable(status)
+        last = self._sent.get(stream)
+        if last is not None and last.state == status["state"]:
+            quiet = now - last.at
+            if quiet < s.status_heartbeat_seconds and (key == last.key or quiet < s.status_interval_seconds):
+                return False  # nothing new, or progress that the next look publishes
+        self._sent[stream] = _Sent(status["state"], key, now)
+        self.post(self.topic(stream, "status"), _json(status), retain=True)
+        return True
+
+    async def _status_loop(self) -> None:
+        """Look at every stream's status each ``status_interval_seconds``: the streams only stored in the data
+        directory (``lucy ingest`` writes them in another process) have no other way here."""
+        known: set[str] = set(self._sent)
+        while True:
+            await asyncio.sleep(self.settings.status_interval_seconds)
+            try:
+                statuses = await asyncio.to_thread(self.svc.manager.statuses)
+            except Exception:  # keep looking; the traceback is in the log
+                log.exception("mqtt: reading the streams' status failed")
+                continue
+            names = {status["name"] for status in statuses}
+            for gone in known - names:  # its store was deleted (by a purge this bridge heard of, or by hand)
+                self.offer_status(gone, {"purged": True})
+            known = names
+            for status in statuses:
+                self.offer_status(status["name"], status)
+
+    # ------------------------------------------------------------------------------------ Home Assistant
+
+    def discovery_topics(self, stream: str) -> dict[str, str]:
+        """The discovery config topic of each Home Assistant entity of ``stream`` (component -> topic)."""
+        base, node = self.settings.discovery_prefix.rstrip("/"), _ha_id(self.settings.client_id)
+        return {"sensor": f"{base}/sensor/{node}/{_ha_id(stream)}_state/config",
+                "binary_sensor": f"{base}/binary_sensor/{node}/{_ha_id(stream)}_alert/config"}
+
+    def discovery_configs(self, stream: str) -> dict[str, dict[str, Any]]:
+        """Home Assistant's discovery configs of ``stream``: topic -> config (a sensor of the stream's state, with
+        the status as its attributes, and a binary sensor on for :data:`ALERT_ON_SECONDS` after each alert)."""
+        node = _ha_id(self.settings.client_id)
+        uid = f"{node}_{_ha_id(stream)}"
+        device = {"identifiers": [uid], "name": f"Lucy {stream}", "manufacturer": "Lucy", "model": "video stream",
+                  "sw_version": __version__}
+        common = {"availability_topic": self.availability_topic, "payload_available": ONLINE.decode(),
+                  "payload_not_available": OFFLINE.decode(), "device": device, "qos": self.settings.qos}
+        topics = self.discovery_topics(stream)
+        status = self.topic(stream, "status")
+        return {
+            topics["sensor"]: {
+                **common, "name": "State", "unique_id": f"{uid}_state", "object_id": f"{uid}_state",
+                "state_topic": status, "value_template": "{{ value_json.state }}", "json_attributes_topic": status,
+                "device_class": "enum", "options": [state.value for state in StreamState], "icon": "mdi:cctv"},
+            topics["binary_sensor"]: {
+                **common, "name": "Alert", "unique_id": f"{uid}_alert", "object_id": f"{uid}_alert",
+                "state_topic": self.topic(stream, "alerts"), "value_template": "ON", "payload_on": "ON",
+                "off_delay": ALERT_ON_SECONDS, "json_attributes_topic": self.topic(stream, "alerts"),
+                "icon": "mdi:bell-alert"},
+        }
+
+    def _announce(self, stream: str) -> None:
+        if self.settings.discovery and stream not in self._announced:
+            self._announced.add(stream)
+            for topic, config in self.discovery_configs(stream).items():
+                self.post(topic, _json(config), retain=True)
+
+    def _unannounce(self, stream: str) -> None:
+        if self.settings.discovery:
+            self._announced.discard(stream)
+            for topic in self.discovery_topics(stream).values():
+                self.post(topic, b"", retain=True)  # Home Assistant removes an entity whose config is emptied
 
     # ------------------------------------------------------------------------------------ connection
 
@@ -144,7 +265,7 @@ class MqttBridge:
                             self.metrics.connects.inc()
                             self.metrics.connected.set(1)
                             delay = s.reconnect_initial_seconds
-                            log.warning("mqtt: connected to %s:%d", self.host, self.port)
+                            log.info("mqtt: connected to %s:%d", self.host, self.port)
                             await self._serve(client)
                     except aiomqtt.MqttError as err:
                         if self.connected:
@@ -173,10 +294,19 @@ class MqttBridge:
             {"version": __version__, "since": time.time(), "streams": [st["name"] for st in statuses]}),
             qos=s.qos, retain=True)
         await client.publish(self.availability_topic, ONLINE, qos=s.qos, retain=True)
+        # Everything retained again (a restarted broker may have lost it): discovery configs, then each status.
+        self._announced.clear()
         for status in statuses:
-            await client.publish(self.topic(status["name"], "status"), _json(status), qos=s.qos, retain=True)
+            name = status["name"]
+            if s.discovery:
+                for topic, config in self.discovery_configs(name).items():
+                    await client.publish(topic, _json(config), qos=s.qos, retain=True)
+                self._announced.add(name)
+            await client.publish(self.topic(name, "status"), _json(status), qos=s.qos, retain=True)
+            self._sent[name] = _Sent(status["state"], comparable(status), time.monotonic())
         tasks = [asyncio.create_task(self._publish_loop(client), name="mqtt-publish"),
-                 asyncio.create_task(self._receive_loop(client), name="mqtt-receive")]
+                 asyncio.create_task(self._receive_loop(client), name="mqtt-receive"),
+                 asyncio.create_task(self._status_loop(), name="mqtt-status")]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:

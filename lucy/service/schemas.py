@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lucy.config import CaptionerBackend
+from lucy.service.messages import StreamState
 from lucy.untrusted import normalise_question
 
 
@@ -85,7 +86,7 @@ class StreamStatus(BaseModel):
     captioner: str | None
     realtime: bool
     managed: bool = Field(description="Ingested by this server (False: only stored in its data directory).")
-    state: Literal["starting", "running", "reconnecting", "stopped", "failed", "finished"]
+    state: StreamState = Field(description="One of the stream states of the README's table (StreamState).")
     error: str | None
     lost: str | None
     live: bool | None

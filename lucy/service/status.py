@@ -23,10 +23,11 @@ from typing import Any, Protocol
 
 from lucy.config import Level
 from lucy.ingest import FrameStore, StreamInfo, redact_url
+from lucy.ingest.lock import is_held, stream_lock
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionProgress, IngestProgress, QuestionStats, StreamProgress
-from lucy.service.messages import StreamState
+from lucy.service.messages import StreamState, stored_state
 from lucy.service.registry import StreamSpec
 
 
@@ -76,6 +77,13 @@ def stored_captions(memory: MemoryStore, name: str) -> CaptionProgress:
     """The coarse captions of a stream that no builder captions now: what memory holds, nothing in flight."""
     return CaptionProgress(captioned_until=memory.captioned_until(name),
                            coarse_nodes=memory.count(name, level=Level.COARSE.value, origin=INGEST_ORIGIN))
+
+
+def stored_stream_state(data: Path, info: StreamInfo) -> StreamState:
+    """The state of a stream this process does not run, from its store and its writer lock in ``data``
+    (:func:`lucy.service.messages.stored_state`): what the API, MQTT and ``lucy streams`` show for it."""
+    writing = is_held(stream_lock(data, info.name))
+    return stored_state(live=info.live, complete=info.complete, lost=info.lost, writing=writing)
 
 
 def stored_progress(info: StreamInfo, memory: MemoryStore) -> StreamProgress:

@@ -7,9 +7,12 @@ fast while streams ingest at full speed on a small machine. A thread of the serv
 reports (:mod:`lucy.service.messages`): its progress record, the memory nodes it stores (for MQTT and the
 dashboard), its captioner requests (for the metrics).
 
-States: ``starting`` (opening the source) -> ``running`` (frames arriving) <-> ``reconnecting`` (a live source
-stopped delivering; it reconnects with backoff) -> ``finished`` (a file was read to its end), ``stopped`` (by
-``DELETE`` or server shutdown) or ``failed`` (with a redacted error). The list of streams is kept in the data
+States (:class:`lucy.service.messages.StreamState`): ``starting`` (opening the source) -> ``recording`` (frames
+arriving from a live source or a realtime file) or ``catching_up`` (a file read faster than real time) <->
+``reconnecting`` (a live source stopped delivering; it reconnects with backoff) -> ``finished`` (a file was read to
+its end), ``stopped`` (by ``DELETE`` or server shutdown) or ``failed`` (with a redacted error). A stream only stored
+in the data directory reads as its store and its writer lock tell (``recording`` / ``catching_up`` while
+``lucy ingest`` writes it). The list of streams is kept in the data
 directory (:mod:`lucy.service.registry`); streams in it are resumed when the server starts again. A worker that
 dies without ending its run (killed by the OS, crashed in native code) is restarted with backoff (``restarts``);
 the stream's writer lock (:mod:`lucy.ingest.lock`) keeps any other writer out meanwhile.
@@ -41,7 +44,7 @@ from lucy.service.events import EventBus
 from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerExit
 from lucy.service.registry import StreamRegistry, StreamSpec
 from lucy.service.schemas import StreamRetention
-from lucy.service.status import history_point, stored_captions, stored_progress, stream_status
+from lucy.service.status import history_point, stored_captions, stored_progress, stored_stream_state, stream_status
 from lucy.service.worker import WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -223,15 +226,17 @@ class ManagedStream:
     @property
     def state(self) -> StreamState:
         state = self._state
-        if state in (StreamState.RUNNING, StreamState.RECONNECTING) and self.live and self.active:
+        if state in (StreamState.RECORDING, StreamState.RECONNECTING) and self.live and self.active:
             decoded, since = self._last_decoded
             now = time.monotonic()
             if self.progress.ingest.frames_decoded != decoded:
                 self._last_decoded = (self.progress.ingest.frames_decoded, now)
-                state = StreamState.RUNNING
+                state = StreamState.RECORDING
             elif now - since > self._stall_seconds():
                 state = StreamState.RECONNECTING
             self._state = state
+        if state is StreamState.RECORDING and self.live is False and not self.spec.realtime:
+            return StreamState.CATCHING_UP  # a file read as fast as the machine goes, not at its own pace
         return state
 
     def _stall_seconds(self) -> float:
@@ -376,7 +381,7 @@ class StreamManager:
         except StoreError:
             raise NotFound(f"no stream named {name!r}") from None
         return stream_status(name, info.source, stored_progress(info, self.memory), self.question_stats(name),
-                             lost=info.lost)
+                             state=stored_stream_state(self.settings.data, info), lost=info.lost)
 
     def statuses(self) -> list[dict[str, Any]]:
         rows = []
@@ -395,7 +400,11 @@ class StreamManager:
             if stream is not None:
                 rows.append(stream.figures())
             else:
-                rows.append(StreamSample(name, StreamState.STOPPED.value, StreamProgress(), self.caption_stats(name),
+                try:  # a stream only stored here: as its store and writer lock tell (lucy ingest may write it)
+                    state = stored_stream_state(self.settings.data, self.frames.open(name).info())
+                except StoreError:
+                    state = StreamState.STOPPED
+                rows.append(StreamSample(name, state.value, StreamProgress(), self.caption_stats(name),
                                          self.question_stats(name)))
         return rows
 

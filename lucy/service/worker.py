@@ -186,7 +186,7 @@ class StreamRun(RecorderObserver):
 
     # RecorderObserver: the two changes of state the server hears of from the worker
     def on_started(self, progress: StreamProgress) -> None:
-        self.report(StateChange(StreamState.RUNNING))
+        self.report(StateChange(StreamState.RECORDING))
 
     def on_ingest_end(self, progress: StreamProgress) -> None:
         self.report(StateChange(StreamState.FINISHED))

@@ -122,7 +122,7 @@ def test_streams_is_a_table_and_follow_refreshes_it_until_ctrl_c(run_lucy, data)
     shown = run_lucy("streams", "--data", str(data))
     assert shown.returncode == 0, shown.stderr
     row = next(line for line in shown.stdout.splitlines() if " cam " in line)
-    assert [cell.strip() for cell in row.strip("│ \n").split("│")][:6] == ["cam", "complete", "8", "4.0 s", "2",
+    assert [cell.strip() for cell in row.strip("│ \n").split("│")][:6] == ["cam", "finished", "8", "4.0 s", "2",
                                                                            "160x90"]
     [listed] = json.loads(run_lucy("streams", "--json", "--data", str(data)).stdout)  # --json as before
     assert listed["stream"] == "cam" and listed["frames"] == 8 and listed["size"] == "160x90"
@@ -138,7 +138,7 @@ def test_streams_is_a_table_and_follow_refreshes_it_until_ctrl_c(run_lucy, data)
             follow.kill()
             follow.communicate()
     assert follow.returncode == 130 and "Traceback" not in err, err
-    assert " cam " in out and "complete" in out
+    assert " cam " in out and "finished" in out
 
 
 @pytest.mark.parametrize("flags, library_notes", [([], False), (["-v"], False), (["-vv"], True)])

@@ -10,7 +10,7 @@ from lucy.service.status import stream_status
 
 
 def sample(progress: StreamProgress) -> StreamSample:
-    return StreamSample("cam", "running", progress, CaptionCallStats(), QuestionStats())
+    return StreamSample("cam", "recording", progress, CaptionCallStats(), QuestionStats())
 
 
 def test_exporter_shows_transcription_next_to_captioning():

@@ -43,7 +43,7 @@ def cam(shared_server: LucyServer, videos: dict[str, Path]) -> dict:
         r = c.post("/v1/streams", json={"name": "cam", "source": str(videos["a"])})
     assert r.status_code == 201, r.text
     body = r.json()
-    assert body["name"] == "cam" and body["state"] in ("starting", "running", "finished")
+    assert body["name"] == "cam" and body["state"] in ("starting", "catching_up", "finished")
     return shared_server.wait_captioned("cam")
 
 
@@ -219,7 +219,7 @@ def test_duplicate_running_stream_and_delete(shared_server: LucyServer, videos: 
         assert c.post("/v1/streams", json=spec).status_code == 201
         r = c.post("/v1/streams", json=spec)
         assert r.status_code == 409 and "already running" in r.json()["detail"]
-        wait_for(lambda: c.get("/v1/streams/paced").json()["state"] == "running", 60, "paced stream running")
+        wait_for(lambda: c.get("/v1/streams/paced").json()["state"] == "recording", 60, "paced stream recording")
         # DELETE stops ingestion but keeps what was stored
         r = c.delete("/v1/streams/paced")
         assert r.status_code == 200, r.text
@@ -291,7 +291,7 @@ def test_frames_of_a_stream_in_progress(shared_server: LucyServer, videos: dict[
         answer = r.json()
         status = c.get("/v1/streams/live1").json()
         assert 0 < answer["horizon"] <= status["ingested_until"] + 1e-6
-        assert status["state"] in ("running", "finished")
+        assert status["state"] in ("recording", "finished")
         c.delete("/v1/streams/live1", params={"purge": "true"})
 
 

@@ -111,7 +111,7 @@ def test_streams_resume_after_restart(lucy_server: Callable[..., LucyServer], vi
 
     second = lucy_server(data=first.data)
     resumed = second.stream("paced")
-    assert resumed["managed"] and resumed["state"] in ("starting", "running")
+    assert resumed["managed"] and resumed["state"] in ("starting", "recording")
     assert second.stream("dropped")["state"] == "stopped" and not second.stream("dropped")["managed"]
     final = second.wait_captioned("paced", timeout=120)
     assert final["ingested_until"] >= SHORT_SECONDS - 0.5

@@ -472,7 +472,7 @@ def test_dashboard_adds_a_paced_stream_with_a_preset_stops_and_deletes_it(
     assert status["realtime"] is True and status["preset"] == "videomme-short"
     assert _read(browser, "#streams-panel .stream-name, .stream-name") == "kiosk"
     # paced like a camera: it runs, its thumbnail shows what it sees
-    wait.until(EC.text_to_be_present_in_element((By.ID, "state-kiosk"), "running"))
+    wait.until(EC.text_to_be_present_in_element((By.ID, "state-kiosk"), "recording"))
     # its charts are open, the lag chart with the band of one coarse span of its preset (60 s): what is normal
     assert browser.execute_script("return document.getElementById('caption-charts').open") is True
     wait.until(lambda d: "1:00" in (_read(d, "#chart-lag text.band-label") or ""))

@@ -74,13 +74,13 @@ def test_live_camera_states(lucy_server: Callable[..., LucyServer], camera: Came
         r = c.post("/v1/streams", json={"name": "porch", "source": url, "captioner": "none"})
         assert r.status_code == 201, r.text
         assert PASSWORD not in r.text
-    running = wait_for(lambda: (s := server.stream("porch"))["state"] == "running" and s["ingested_until"] > 2 and s,
+    running = wait_for(lambda: (s := server.stream("porch"))["state"] == "recording" and s["ingested_until"] > 2 and s,
                        60, "the camera to stream")
     assert running["live"] is True and running["source"] == f"rtsp://{USER}:***@127.0.0.1:{camera.port}/cam"
     camera.stop()  # the camera goes away: the stream waits and retries
     wait_for(lambda: server.stream("porch")["state"] == "reconnecting", 60, "the reconnecting state")
     camera.start()
-    back = wait_for(lambda: (s := server.stream("porch"))["state"] == "running" and s["reconnects"] >= 1 and s, 90,
+    back = wait_for(lambda: (s := server.stream("porch"))["state"] == "recording" and s["reconnects"] >= 1 and s, 90,
                     "the stream to come back")
     assert back["gaps"] >= 1  # the outage is recorded as a gap in media time
     with server.client() as c:

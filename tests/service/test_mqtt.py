@@ -4,10 +4,12 @@ plain ``online`` / ``offline``, retained, ``offline`` as the last will) as Home 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +25,7 @@ from tests.service.conftest import LucyServer, Mosquitto, wait_for
 class Watcher:
     """A plain MQTT client (paho) that records what it receives on ``lucy/#``."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, topics: tuple[str, ...] = ("lucy/#",)) -> None:
         self.messages: queue.Queue[tuple[str, Any, bool]] = queue.Queue()
         self.seen: list[tuple[str, Any, bool]] = []
         self._lock = threading.Lock()
@@ -31,7 +33,7 @@ class Watcher:
         self.client.on_message = self._on_message
         subscribed = threading.Event()
         self.client.on_subscribe = lambda *a, **k: subscribed.set()
-        self.client.on_connect = lambda c, *a, **k: c.subscribe("lucy/#", qos=1)
+        self.client.on_connect = lambda c, *a, **k: c.subscribe([(topic, 1) for topic in topics])
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()
         assert subscribed.wait(30), "the test's MQTT client could not subscribe"
@@ -220,3 +222,114 @@ def test_mqtt_over_tls_with_credentials(lucy_server: Callable[..., LucyServer], 
         assert "br0ker-pw" not in good.log() + bad.log() and "wrong-pw" not in bad.log()
     finally:
         broker.stop()
+
+
+def test_status_goes_out_on_change_and_streams_appear_in_home_assistant(
+        lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto, videos: dict[str, Path]) -> None:
+    """A finished stream's status is not said again within the heartbeat; a stream `lucy ingest` writes in another
+    process is published as it goes (catching_up, then finished); each stream has Home Assistant discovery configs
+    (retained, valid JSON, on Lucy's topics), cleared when it is purged; the connection is a note (INFO), not a
+    warning."""
+    server = lucy_server(start=False, mqtt={
+        "enabled": True, "url": f"mqtt://127.0.0.1:{mosquitto.port}", "client_id": "lucy-ha",
+        "status_interval_seconds": 0.5, "status_heartbeat_seconds": 3600,
+        "reconnect_initial_seconds": 0.2, "reconnect_max_seconds": 1.0})
+    server.extra_args = ["-v"]  # Lucy's notes in the log: the connection's level can be read there
+    server.start()
+    wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
+    watcher = Watcher(mosquitto.port, topics=("lucy/#", "homeassistant/#"))
+    status_of = lambda name: watcher.find(lambda t, p, r: t == f"lucy/{name}/status" and p)
+    try:
+        with server.client() as c:
+            assert c.post("/v1/streams", json={"name": "gate", "source": str(videos["short"]),
+                                               "captioner": "none"}).status_code == 201
+        wait_for(lambda: any(p["state"] == "finished" and p["ended_at"] and p["worker_pid"] is None
+                             for _, p, _ in status_of("gate")), 60, "gate finished, its worker gone")
+
+        configs = {}
+        for component, object_id in (("sensor", "gate_state"), ("binary_sensor", "gate_alert")):
+            topic = f"homeassistant/{component}/lucy-ha/{object_id}/config"
+            found = wait_for(lambda t=topic: watcher.find(lambda tt, p, r: tt == t and p), 30, topic)
+            assert isinstance(found[-1][1], dict), found[-1][1]  # valid JSON
+            configs[component] = found[-1][1]
+        sensor, alert = configs["sensor"], configs["binary_sensor"]
+        assert sensor["state_topic"] == sensor["json_attributes_topic"] == "lucy/gate/status"
+        assert sensor["value_template"] == "{{ value_json.state }}" and "catching_up" in sensor["options"]
+        assert alert["state_topic"] == "lucy/gate/alerts" and alert["off_delay"] > 0
+        for config in configs.values():
+            assert config["availability_topic"] == "lucy/available" and config["payload_available"] == "online"
+            assert config["device"]["identifiers"] == ["lucy-ha_gate"] and config["device"]["name"] == "Lucy gate"
+        assert sensor["unique_id"] != alert["unique_id"] and all(c["unique_id"] for c in configs.values())
+
+        # Another process writes a stream (a paced file: SHORT_SECONDS of it, longer than the old re-publication
+        # period of 10 s): the bridge publishes it as it goes, while gate, unchanged, stays quiet.
+        said = len(status_of("gate"))
+        ingest = subprocess.Popen([sys.executable, "-m", "lucy", "ingest", str(videos["short"]), "--stream", "yard",
+                                   "--data", str(server.data), "--captioner", "none", "--realtime"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={k: v for k, v in os.environ.items() if not k.startswith("LUCY_")})
+        try:
+            wait_for(lambda: any(p["state"] == "catching_up" for _, p, _ in status_of("yard")), 60,
+                     "yard catching up on MQTT")
+            assert server.stream("yard")["state"] in ("catching_up", "finished")  # the API: the same word
+            _, err = ingest.communicate(timeout=120)
+            assert ingest.returncode == 0, err
+        finally:
+            if ingest.poll() is None:
+                ingest.kill()
+                ingest.communicate()
+        wait_for(lambda: status_of("yard")[-1][1]["state"] == "finished", 30, "yard finished on MQTT")
+        assert watcher.find(lambda t, p, r: t == "homeassistant/sensor/lucy-ha/yard_state/config" and p)
+        gate = [p for _, p, _ in status_of("gate")]
+        assert len(gate) == said, [{k: v for k, v in p.items() if gate[said - 1].get(k) != v} for p in gate[said:]]
+
+        # Purged: its entities go from Home Assistant (empty retained configs), its retained status too.
+        with server.client() as c:
+            assert c.delete("/v1/streams/yard", params={"purge": "true"}).status_code == 200
+        for topic in ("homeassistant/sensor/lucy-ha/yard_state/config",
+                      "homeassistant/binary_sensor/lucy-ha/yard_alert/config", "lucy/yard/status"):
+            wait_for(lambda t=topic: watcher.find(lambda tt, p, r: tt == t and p is None), 30, f"{topic} cleared")
+        assert "lucy: INFO: mqtt: connected to" in server.log()
+        assert "WARNING: mqtt: connected" not in server.log()
+    finally:
+        watcher.close()
+
+
+def test_status_is_published_on_change_with_a_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bridge's rule, on a clock of the test's own: a new state at once; other changes at most every
+    status_interval_seconds; rates alone are no change; the same status again only after the heartbeat."""
+    from types import SimpleNamespace
+
+    from lucy.config import load_settings
+    from lucy.metrics import MetricsExporter
+    from lucy.service import mqtt
+
+    settings = load_settings(**{"mqtt.status_interval_seconds": 10, "mqtt.status_heartbeat_seconds": 300,
+                                "mqtt.client_id": "lucy"})
+    bridge = mqtt.MqttBridge(settings.mqtt, SimpleNamespace(exporter=MetricsExporter()))
+    now = [1000.0]
+    monkeypatch.setattr(mqtt.time, "monotonic", lambda: now[0])
+
+    def offer(at: float, **fields: Any) -> bool:
+        now[0] = 1000.0 + at
+        status = {"name": "cam", "state": "finished", "ingested_until": 60.0, "decode_fps": 20.0,
+                  "caption": {"captions_per_second": 0.1, "queued": 0}, **fields}
+        return bridge.offer_status("cam", status)
+
+    assert offer(0)  # the first one
+    assert not offer(5) and not offer(299, decode_fps=3.5, caption={"captions_per_second": 0.0, "queued": 0})
+    assert offer(300)  # the heartbeat
+    assert not offer(301, ingested_until=61.0)  # progress, within the interval: the next look says it
+    assert offer(311, ingested_until=61.0)
+    assert offer(312, ingested_until=61.0, state="stopped")  # a new state at once
+    sent = []
+    while not bridge._outbox.empty():
+        sent.append(bridge._outbox.get_nowait())
+    configs = [topic for topic, _, _ in sent if topic.startswith("homeassistant/")]
+    assert configs == ["homeassistant/sensor/lucy/cam_state/config",
+                       "homeassistant/binary_sensor/lucy/cam_alert/config"]
+    assert [json.loads(p)["state"] for t, p, retain in sent if t == "lucy/cam/status" and retain] == [
+        "finished", "finished", "finished", "stopped"]
+    assert bridge.offer_status("cam", {"purged": True})
+    cleared = [bridge._outbox.get_nowait() for _ in range(bridge._outbox.qsize())]
+    assert sorted(t for t, p, retain in cleared if p == b"" and retain) == sorted(["lucy/cam/status", *configs])

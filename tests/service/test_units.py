@@ -57,11 +57,11 @@ def test_exporter_maps_figures_and_survives_restarts() -> None:
         live=False, ingest=IngestProgress(frames_decoded=100, frames_stored=10, media_start=0.0, ingested_until=5.0,
                                           decode_fps=50.0, realtime_factor=2.5, reconnects=1),
         caption=CaptionProgress(captioned=3, pending=4, captioned_until=3.0, lag=2.0))
-    exporter.update([StreamSample("cam", "running", progress, calls, questions)])
+    exporter.update([StreamSample("cam", "recording", progress, calls, questions)])
     # The stream restarted: its run counters start again from 0; the exported counters keep growing.
     again = StreamProgress(ingest=IngestProgress(frames_decoded=30, frames_stored=4, media_start=0.0,
                                                  ingested_until=2.0))
-    exporter.update([StreamSample("cam", "running", again, calls, questions)])
+    exporter.update([StreamSample("cam", "recording", again, calls, questions)])
     s = _samples(exporter)
     cam = (("stream", "cam"),)
     assert s[("lucy_ingest_frames_decoded_total", cam)] == 130

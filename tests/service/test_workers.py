@@ -67,7 +67,7 @@ def test_a_worker_reports_in_typed_messages(tmp_path: Path, videos: dict[str, Pa
     assert end == RunEnd(StreamState.STOPPED)  # stopped while its captions were still pending
     assert all(isinstance(m, StreamProgress | CaptionCall | BusEvent | StateChange) for m in sent)
     states = [(i, m.state) for i, m in enumerate(sent) if isinstance(m, StateChange)]
-    assert [state for _, state in states] == [StreamState.RUNNING, StreamState.FINISHED]
+    assert [state for _, state in states] == [StreamState.RECORDING, StreamState.FINISHED]
     for i, _ in states:
         assert isinstance(sent[i - 1], StreamProgress)
     at_end = sent[states[1][0] - 1]
@@ -82,7 +82,7 @@ def test_a_killed_worker_is_restarted_alone(lucy_server: Callable[..., LucyServe
     with server.client() as c:
         for name, video in (("doomed", videos["a"]), ("steady", videos["short"])):
             c.post("/v1/streams", json={"name": name, "source": str(video), "realtime": True}).raise_for_status()
-        doomed = wait_for(lambda: (s := server.stream("doomed"))["state"] == "running" and s["worker_pid"] and s,
+        doomed = wait_for(lambda: (s := server.stream("doomed"))["state"] == "recording" and s["worker_pid"] and s,
                           60, "the doomed stream to run")
         pid = doomed["worker_pid"]
         assert pid != server.proc.pid and pid != server.stream("steady")["worker_pid"] and doomed["restarts"] == 0
@@ -92,7 +92,7 @@ def test_a_killed_worker_is_restarted_alone(lucy_server: Callable[..., LucyServe
             assert os.sched_getscheduler(pid) == os.SCHED_IDLE
 
         os.kill(pid, signal.SIGKILL)  # as the OS's OOM killer, or a decoder crashing in native code, would end it
-        back = wait_for(lambda: (s := server.stream("doomed"))["state"] == "running"
+        back = wait_for(lambda: (s := server.stream("doomed"))["state"] == "recording"
                         and s["worker_pid"] not in (None, pid) and s, 60, "the worker to be restarted")
         assert back["restarts"] == 1 and back["error"] is None
         assert "stream doomed: its worker process died (exit code -9); restarting it in 1 s" in server.log()
@@ -132,7 +132,7 @@ def test_workers_end_with_the_server(lucy_server: Callable[..., LucyServer], vid
     with server.client() as c:
         c.post("/v1/streams", json={"name": "paced", "source": str(videos["a"]), "realtime": True}).raise_for_status()
     pid = wait_for(lambda: server.stream("paced")["worker_pid"], 60, "the stream's worker")
-    wait_for(lambda: server.stream("paced")["state"] == "running", 60, "the stream to run")
+    wait_for(lambda: server.stream("paced")["state"] == "recording", 60, "the stream to run")
     dead_server = server.proc.pid
     assert server.stop(signal.SIGKILL) == -signal.SIGKILL  # no clean shutdown: the worker sees its pipe close
     wait_for(lambda: _gone(pid), 30, "the orphaned worker to exit")
@@ -144,7 +144,7 @@ def test_workers_end_with_the_server(lucy_server: Callable[..., LucyServer], vid
     threading.Timer(3.0, orphan.release).start()
     server.start()
     assert not orphan.held
-    resumed = wait_for(lambda: (s := server.stream("paced"))["state"] == "running" and s, 60, "the stream to resume")
+    resumed = wait_for(lambda: (s := server.stream("paced"))["state"] == "recording" and s, 60, "the stream to resume")
     assert resumed["error"] is None and resumed["worker_pid"] not in (None, pid)
     frames = resumed["frames"]
     wait_for(lambda: server.stream("paced")["frames"] >= frames + 4, 60, "the resumed stream to store frames")

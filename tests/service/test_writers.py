@@ -53,7 +53,7 @@ def test_the_server_and_lucy_ingest_refuse_each_others_streams(lucy_server: Call
             # `lucy ingest` of a stream the server ingests is refused, naming the server (the process to stop).
             c.post("/v1/streams", json={"name": "paced", "source": str(videos["b"]),
                                         "realtime": True}).raise_for_status()
-            worker = wait_for(lambda: (s := server.stream("paced"))["state"] == "running" and s["worker_pid"], 60,
+            worker = wait_for(lambda: (s := server.stream("paced"))["state"] == "recording" and s["worker_pid"], 60,
                               "the server's stream to run")
             second = run_lucy("ingest", str(videos["b"]), "--stream", "paced", "--data", str(server.data),
                               "--captioner", "none", timeout=60)
@@ -63,7 +63,7 @@ def test_the_server_and_lucy_ingest_refuse_each_others_streams(lucy_server: Call
             frames = server.stream("paced")["frames"]
             wait_for(lambda: server.stream("paced")["frames"] >= frames + 4, 60, "the server to write on")
             assert np.all(np.diff(ZarrFrameStore.open(server.data, "paced").times()) > 0)
-            assert server.stream("paced")["state"] == "running"
+            assert server.stream("paced")["state"] == "recording"
 
             # Once `lucy ingest` ends, the server takes its stream over and resumes it.
             assert stop_process(cli) == 0
@@ -81,7 +81,7 @@ def test_a_resumed_stream_that_another_process_writes_is_left_alone(lucy_server:
     with server.client() as c:
         c.post("/v1/streams", json={"name": "cam", "source": str(videos["a"]), "realtime": True,
                                     "captioner": "none"}).raise_for_status()
-    wait_for(lambda: server.stream("cam")["state"] == "running", 60, "the stream to run")
+    wait_for(lambda: server.stream("cam")["state"] == "recording", 60, "the stream to run")
     assert server.stop() == 0  # the stream stays registered: the next start resumes it
     cli = _ingest(server.data, videos["a"], "cam", "--realtime")
     try:

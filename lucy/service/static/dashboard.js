@@ -15,7 +15,7 @@ const THUMB_MS = 3000;        // a stream's live thumbnail is fetched again at m
 const THUMB_WIDTH = 160;
 const NODES_SHOWN = 60;
 const HISTORY_POINTS = 900;
-const ACTIVE = new Set(["starting", "running", "reconnecting"]);
+const ACTIVE = new Set(["starting", "recording", "catching_up", "reconnecting"]);  // the states a stop button stops
 const state = {
   selected: null, streams: new Map(), rows: new Map(), token: sessionStorage.getItem("lucyToken") || "",
   points: [], nodes: [], host: [], hostNow: null, answered: null, ticks: 0,

@@ -419,6 +419,12 @@ class ServiceSettings(_Section):
         10.0, gt=0, le=300,
         description="Seconds between keep-alive comments (': ping') on the server-sent-event streams (chat, question "
                     "traces, alerts), so that proxies and clients do not close them during long steps.")
+    chat_progress: Literal["reasoning", "content", "none"] = Field(
+        "reasoning",
+        description="What a streamed chat reply sends while its question runs: a short line as each step begins "
+                    "('looking closer at 0:40–0:50 …'), as `reasoning_content` deltas (shown as thinking by Open "
+                    "WebUI and DeepSeek-style clients), as plain `content` before the answer (for clients that show "
+                    "nothing else), or nothing but keep-alive pings.")
     history_points: int = Field(
         900, ge=10, le=100_000, description="Samples of stream figures kept for the dashboard's charts.")
     worker_restart_initial_seconds: float = Field(

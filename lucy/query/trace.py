@@ -12,8 +12,8 @@ from lucy.query.text import clip_words, counted, hms
 if TYPE_CHECKING:
     from lucy.query.reasoners.base import Usage
 
-INSTRUCTION_CHARS = 100  # of a trace line's "look for:"; progress lines quote less
-PROGRESS_INSTRUCTION_CHARS = 80
+INSTRUCTION_CHARS = 100  # of a trace line's "look for:"
+PROGRESS_INSTRUCTION_CHARS = 100  # the longest instruction a progress line quotes (whole)
 
 
 @dataclass(slots=True)
@@ -99,13 +99,14 @@ def progress_line(step: Mapping[str, Any]) -> str:
         text = f"round {round_}: choosing where to look closer"
     elif agent == "caption":
         text = f"looking closer at {span}" if span else "looking closer"
-        if step.get("instruction"):
-            text += f" for: {clip_words(_one_line(str(step['instruction'])), PROGRESS_INSTRUCTION_CHARS)}"
+        wanted = _one_line(str(step.get("instruction") or ""))
+        if wanted and len(wanted) <= PROGRESS_INSTRUCTION_CHARS:  # a long one cut short says little: the trace has it
+            text += f" for: {wanted}"
     elif agent == "final":
         text = "settling on a final answer"
     else:
         text = f"{agent} {span}".strip()
-    return text if text.endswith("…") else f"{text} …"  # a quote cut short already ends in one
+    return f"{text} …"
 
 
 class TraceRecorder:

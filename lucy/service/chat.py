@@ -4,10 +4,13 @@
 What that message is decides the work (:mod:`lucy.service.conversation`): a question about the video goes to the
 query engine, with the earlier turns it leans on; a chat front-end's own task (a title, tags, follow-up suggestions)
 and small talk ("hi", "thanks") are answered at once from the conversation and what memory holds, with no caption
-and no reasoner call. Any OpenAI client can ask; streamed replies (server-sent events with keep-alive pings) carry
-the trace as ``reasoning_content`` deltas (as reasoning models do) and then the answer as ``content``. The full
-answer object rides along as ``lucy``, with ``lucy.chat`` saying how the message was read. Errors come in OpenAI's
-shape (:mod:`lucy.service.http_errors`), so OpenAI clients show their message.
+and no reasoner call. Any OpenAI client can ask; streamed replies (server-sent events with keep-alive pings) say what
+the question is doing as each step begins ("looking closer at 0:40–0:50 …"), since one step can take minutes: as
+``reasoning_content`` deltas (what reasoning models send and chat front-ends show as thinking), or as ``content``
+before the answer, or not at all (``service.chat_progress``); then the answer is the ``content``. The full answer
+object rides along as ``lucy``, with ``lucy.chat`` saying how the message was read. ``usage`` counts what the
+reasoner's model counted, else estimates from the text (``usage.estimated``). Errors come in OpenAI's shape
+(:mod:`lucy.service.http_errors`), so OpenAI clients show their message.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 from sse_starlette import ServerSentEvent
 
 from lucy.config import Level
+from lucy.query.text import clip_words, estimate_tokens
+from lucy.query.trace import progress_line
 from lucy.service import conversation, sse
 from lucy.service.conversation import Kind, MemoryGlance, Reading
 from lucy.service.errors import InvalidRequest, ModelNotFound, NotFound, in_band_error
@@ -41,23 +46,31 @@ def answer_text(answer: dict[str, Any]) -> str:
     return text
 
 
-def step_text(step: dict[str, Any]) -> str:
-    where = ""
-    if step.get("start") is not None and step.get("end") is not None:
-        where = f" {step.get('level') or ''} {step['start']:g}-{step['end']:g} s"
-    line = f"[{step.get('agent', 'step')}{where}]"
-    if step.get("detail"):
-        line += f" {step['detail']}"
-    if step.get("instruction"):
-        line += f" (look for: {step['instruction']})"
-    if step.get("error"):
-        line += f" ERROR: {step['error']}"
-    return line + "\n"
+ERROR_CHARS = 200  # of a failed step's reason in a progress line (the whole of it is in ``lucy.trace``)
 
 
-def _usage(answer: dict[str, Any]) -> dict[str, int]:
-    prompt, completion = int(answer.get("prompt_tokens", 0)), int(answer.get("completion_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+def usage(answer: dict[str, Any], asked: str, content: str) -> dict[str, Any]:
+    """A reply's ``usage``. Where the reasoner's model counted tokens, theirs over every agent call the question
+    made; where none did (the embedded agents, a title or small talk answered without a model, a server that sends
+    no usage), an estimate from the text: the messages asked and the answer's content
+    (:func:`lucy.query.text.estimate_tokens`, on the high side). ``estimated`` says which."""
+    prompt, completion = int(answer.get("prompt_tokens") or 0), int(answer.get("completion_tokens") or 0)
+    estimated = not (prompt or completion)
+    if estimated:
+        prompt, completion = estimate_tokens(asked), estimate_tokens(content)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "estimated": estimated}
+
+
+def asked_text(body: ChatRequest) -> str:
+    """The text of the request's messages (the parts that are text), for a usage estimate."""
+    parts: list[str] = []
+    for message in body.messages:
+        if isinstance(message.content, str):
+            parts.append(message.content)
+        elif message.content:
+            parts += [str(p.get("text") or "") for p in message.content if isinstance(p, dict)]
+    return "\n".join(parts)
 
 
 class _Reply:
@@ -66,16 +79,26 @@ class _Reply:
     def __init__(self, model: str) -> None:
         self.id, self.created, self.model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model
 
-    def completion(self, answer: dict[str, Any], content: str) -> dict[str, Any]:
+    def completion(self, answer: dict[str, Any], content: str, used: dict[str, Any]) -> dict[str, Any]:
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                              "finish_reason": "stop", "logprobs": None}],
-                "usage": _usage(answer), "lucy": answer}
+                "usage": used, "lucy": answer}
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
         return sse.event({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                           "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
                           **extra})
+
+    def closing(self, answer: dict[str, Any], used: dict[str, Any], include_usage: bool) -> list[ServerSentEvent]:
+        """The last chunks: ``finish_reason`` with the answer object; with ``stream_options.include_usage``, then
+        OpenAI's usage chunk (no choices); without, the usage rides on the finishing chunk (front-ends that never
+        ask for it read it there)."""
+        if not include_usage:
+            return [self.chunk({}, "stop", usage=used, lucy=answer)]
+        return [self.chunk({}, "stop", usage=None, lucy=answer),
+                sse.event({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                           "model": self.model, "choices": [], "usage": used})]
 
 
 def read_request(body: ChatRequest, max_chars: int) -> Reading:
@@ -106,22 +129,28 @@ async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaita
     reading = read_request(body, svc.settings.service.max_question_chars)
     reply = _Reply(body.model)
     ping = svc.settings.service.sse_ping_seconds
+    asked = asked_text(body)
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
     if reading.kind is not Kind.QUESTION:
         answer = await _without_engine(svc, body.model, reading)
         log.info("chat about %s answered without the query engine: %s", body.model, reading.why)
+        used = usage(answer, asked, answer["answer"])
         if body.stream:
-            return sse.event_stream(_stream_direct(reply, answer), ping)
-        return reply.completion(answer, answer["answer"])
+            return sse.event_stream(_stream_direct(reply, answer, used, include_usage), ping)
+        return reply.completion(answer, answer["answer"], used)
     try:
         question, options = svc.questions.check(reading.question, body.options)
     except InvalidRequest as err:
         raise InvalidRequest(str(err), param="messages") from None
     if body.stream:
-        return sse.event_stream(_stream(svc, reply, reading, question, options), ping)
+        progress = svc.settings.service.chat_progress
+        return sse.event_stream(_stream(svc, reply, reading, question, options, progress=progress, asked=asked,
+                                        include_usage=include_usage), ping)
     # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
     answer = await svc.questions.ask(body.model, question, options, client_gone=client_gone)
     answer = {**answer, "chat": _chat_note(reading)}
-    return reply.completion(answer, answer_text(answer))
+    content = answer_text(answer)
+    return reply.completion(answer, content, usage(answer, asked, content))
 
 
 def _chat_note(reading: Reading) -> dict[str, Any]:
@@ -162,26 +191,37 @@ def _glance(svc: Any, stream: str) -> MemoryGlance:
     return MemoryGlance(stream, captioned, count, None if latest is None else (latest.start, latest.end, latest.text))
 
 
-async def _stream_direct(reply: _Reply, answer: dict[str, Any]) -> AsyncIterator[ServerSentEvent]:
+async def _stream_direct(reply: _Reply, answer: dict[str, Any], used: dict[str, Any],
+                         include_usage: bool) -> AsyncIterator[ServerSentEvent]:
     yield reply.chunk({"role": "assistant", "content": ""})
     yield reply.chunk({"content": answer["answer"]})
-    yield reply.chunk({}, "stop", usage=_usage(answer), lucy=answer)
+    for chunk in reply.closing(answer, used, include_usage):
+        yield chunk
     yield sse.event("[DONE]")
 
 
-async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str,
-                  options: tuple[str, ...]) -> AsyncIterator[ServerSentEvent]:
-    """The question's trace and answer as chunks. When the client goes, the response cancels this generator where
-    it waits, and with it the question."""
+async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, options: tuple[str, ...], *,
+                  progress: str, asked: str, include_usage: bool) -> AsyncIterator[ServerSentEvent]:
+    """The question's progress and answer as chunks: a line as each step begins, and one when a step failed (as
+    ``progress`` says: ``reasoning_content``, ``content`` or none). When the client goes, the response cancels this
+    generator where it waits, and with it the question."""
+    field = "reasoning_content" if progress == "reasoning" else "content"
+    shown = False  # whether progress went out as content: the answer then starts on a line of its own
     yield reply.chunk({"role": "assistant", "content": ""})
     try:
-        async for kind, value in svc.questions.events(reply.model, question, options):
-            if kind == "step":
-                yield reply.chunk({"reasoning_content": step_text(value)})
+        async for kind, value in svc.questions.events(reply.model, question, options, progress=progress != "none"):
+            if kind == "begin":
+                yield reply.chunk({field: progress_line(value) + "\n"})
+                shown = field == "content"
+            elif kind == "step" and value.get("error") and progress != "none":
+                reason = clip_words(" ".join(str(value["error"]).split()), ERROR_CHARS)
+                yield reply.chunk({field: f"  (that failed: {reason})\n"})
             elif kind == "answer":
                 answer = {**value, "chat": _chat_note(reading)}
-                yield reply.chunk({"content": answer_text(answer)})
-                yield reply.chunk({}, "stop", usage=_usage(answer), lucy=answer)
+                content = answer_text(answer)
+                yield reply.chunk({"content": "\n" + content if shown else content})
+                for chunk in reply.closing(answer, usage(answer, asked, content), include_usage):
+                    yield chunk
     except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
         _, body = in_band_error(err, f"chat question about {reply.model}")
         yield sse.event(body)

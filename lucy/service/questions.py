@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lucy.backends import Backends
 from lucy.config import LucySettings
@@ -45,6 +45,9 @@ from lucy.service.errors import (
 )
 from lucy.service.streams import StreamManager
 from lucy.untrusted import normalise_question
+
+if TYPE_CHECKING:
+    from lucy.query.trace import TraceStep
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +147,11 @@ class QuestionService:
                 min(s.max_questions_per_stream, s.max_concurrent_questions))
         return slot
 
-    async def events(self, stream: str, question: str, options: Sequence[str] = ()) -> AsyncIterator[tuple[str, Any]]:
-        """Yield ``("step", dict)`` for each trace step as it happens, then ``("answer", dict)``.
+    async def events(self, stream: str, question: str, options: Sequence[str] = (), *,
+                     progress: bool = False) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ``("step", dict)`` for each trace step as it happens, then ``("answer", dict)``. With ``progress``,
+        also ``("begin", dict)`` as each step begins (what it is about to do: a step is yielded once done, and a
+        caption round can take minutes).
 
         Raises a :class:`ServiceError` (bad question, unknown stream, timeout) or the engine's error. Closing the
         iterator early (or cancelling the task that iterates it) cancels the question.
@@ -172,7 +178,8 @@ class QuestionService:
                     except RuntimeError:
                         pass  # the server's loop has closed (shutdown)
 
-                work = self.runner.submit(self._drive(emit, self.manager.settings_for(stream), stream, text, opts))
+                work = self.runner.submit(self._drive(emit, self.manager.settings_for(stream), stream, text, opts,
+                                                      progress))
                 try:
                     while True:
                         try:
@@ -225,9 +232,11 @@ class QuestionService:
     # ------------------------------------------------------------------------------------ on the question loop
 
     async def _drive(self, emit: Emit, settings: LucySettings, stream: str, question: str,
-                     options: tuple[str, ...]) -> None:
+                     options: tuple[str, ...], progress: bool = False) -> None:
+        # Told on the question loop, handed over like every event: they arrive in the order they happened.
+        on_begin = (lambda step: emit("begin", step.to_json())) if progress else None
         try:
-            async for kind, value in self._run_engine(settings, stream, question, options):
+            async for kind, value in self._run_engine(settings, stream, question, options, on_begin):
                 emit(kind, value)
         except asyncio.CancelledError:
             raise
@@ -240,8 +249,8 @@ class QuestionService:
             log.exception("question about %s failed", stream)
             emit("error", err)
 
-    async def _run_engine(self, settings: LucySettings, stream: str, question: str,
-                          options: tuple[str, ...]) -> AsyncIterator[tuple[str, Any]]:
+    async def _run_engine(self, settings: LucySettings, stream: str, question: str, options: tuple[str, ...],
+                          on_begin: Callable[[TraceStep], None] | None = None) -> AsyncIterator[tuple[str, Any]]:
         """The query engine's trace and answer as ``("step", dict)`` ... ``("answer", dict)``.
 
         The shared captioner (for deeper captions) is metered into the stream's own caption figures.
@@ -260,7 +269,7 @@ class QuestionService:
                              preset=settings.levels, config=QueryConfig.from_settings(settings),
                              coarse_instruction=settings.captioner.coarse_instruction,
                              index=backends.index(settings, self.memory))
-        run = engine.run(question, options)
+        run = engine.run(question, options, on_begin=on_begin)
         async for step in run:
             yield "step", step.to_json()
         assert run.result is not None

@@ -231,6 +231,14 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
 
+class ChatStreamOptions(BaseModel):
+    """OpenAI's ``stream_options``: with ``include_usage``, a last chunk (no choices) carries the reply's usage."""
+
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
 class ChatRequest(BaseModel):
     """OpenAI chat-completions request; ``model`` names a stream. The last user message is what is asked; earlier
     user and assistant turns give a follow-up its context (see :mod:`lucy.service.conversation`). Sampling
@@ -242,6 +250,7 @@ class ChatRequest(BaseModel):
     model: str = Field(min_length=1, max_length=64)
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool = False
+    stream_options: ChatStreamOptions | None = None
     options: list[str] = Field(default_factory=list, max_length=64)
 
 

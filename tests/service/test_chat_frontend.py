@@ -249,6 +249,24 @@ def test_open_webui_sequence_with_the_openai_reasoner(porch: LucyServer, llm: Sc
     assert FOLLOW_UP in prompt and QUESTION in prompt  # the model reads the follow-up with what it follows
 
 
+def test_progress_then_the_answer_and_the_tokens_the_model_counted(porch: LucyServer) -> None:
+    """Streamed with the ``openai`` reasoner: a line of progress per step, as ``reasoning_content``, all before the
+    answer; usage is the scripted model's own counts over every agent call (10 + 5 each), not an estimate."""
+    chunks = list(_client(porch).chat.completions.create(
+        model="porch", stream=True, messages=[{"role": "user", "content": QUESTION}],
+        stream_options={"include_usage": True}))
+    order = [("reasoning" if (c.choices[0].delta.model_extra or {}).get("reasoning_content") else "content")
+             for c in chunks if c.choices and ((c.choices[0].delta.model_extra or {}).get("reasoning_content")
+                                               or c.choices[0].delta.content)]
+    assert order[0] == "reasoning" and "content" in order
+    assert order == sorted(order, key=lambda kind: kind == "content"), "progress must come before the answer"
+    answer = next(c.model_extra["lucy"] for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+    usage = chunks[-1].usage
+    assert usage is not None and not chunks[-1].choices and usage.model_extra["estimated"] is False
+    assert answer["llm_calls"] >= 1
+    assert (usage.prompt_tokens, usage.completion_tokens) == (10 * answer["llm_calls"], 5 * answer["llm_calls"])
+
+
 def test_a_hostile_sign_quoted_in_an_earlier_answer_reaches_the_model_only_as_data(porch: LucyServer,
                                                                                   llm: ScriptedOpenAIServer) -> None:
     """The first answer quotes a sign that closes the data blocks and starts a SYSTEM line; the chat front-end sends

@@ -7,6 +7,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from lucy.query.trace import progress_line
 from tests.service.conftest import LucyServer
 
 
@@ -37,7 +38,10 @@ def test_chat_completion(shared_server: LucyServer, yard: dict) -> None:
     lucy = reply.model_extra["lucy"]  # the full answer object rides along
     assert choice.message.content.startswith(lucy["answer"])
     assert lucy["horizon"] == pytest.approx(150.0, abs=1.0) and lucy["trace"]
-    assert reply.usage is not None and reply.usage.total_tokens >= 0
+    # The embedded reasoner counts no tokens: usage is estimated from the text, and says so.
+    assert reply.usage is not None and reply.usage.model_extra["estimated"] is True
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
     history = [q["question"] for q in shared_server_questions(shared_server, "yard")]
     assert "What platform does the train depart from?" in history
 
@@ -48,13 +52,19 @@ def shared_server_questions(server: LucyServer, stream: str) -> list[dict]:
 
 
 def test_chat_completion_streamed(shared_server: LucyServer, yard: dict) -> None:
+    """Progress comes first, a line as each step begins, as ``reasoning_content`` (which the client keeps); then the
+    answer as content; then, asked for with ``stream_options``, OpenAI's usage chunk."""
     client = _client(shared_server)
     stream = client.chat.completions.create(
-        model="yard", stream=True, messages=[{"role": "user", "content": "What time does platform 7 depart?"}])
-    reasoning, content, finish, final = [], [], [], None
+        model="yard", stream=True, messages=[{"role": "user", "content": "What time does platform 7 depart?"}],
+        stream_options={"include_usage": True})
+    reasoning, content, finish, final, usage = [], [], [], None, []
     for chunk in stream:
         assert chunk.object == "chat.completion.chunk" and chunk.model == "yard"
+        if chunk.usage is not None:
+            usage.append(chunk.usage)
         if not chunk.choices:
+            assert chunk.usage is not None, "the only chunk without choices is the usage chunk"
             continue
         delta = chunk.choices[0].delta
         extra = delta.model_extra or {}
@@ -67,10 +77,13 @@ def test_chat_completion_streamed(shared_server: LucyServer, yard: dict) -> None
             finish.append(chunk.choices[0].finish_reason)
             final = chunk.model_extra.get("lucy")
     assert finish == ["stop"] and final is not None
-    # One reasoning delta per trace step, as it happened (plus the engine's closing "done" step).
-    assert [r.split("]")[0].split()[0].lstrip("[") for r in reasoning if not r.startswith("[done")] == [
-        s["agent"] for s in final["trace"]]
+    # One line per trace step, sent as it began: what it was about to do, in words.
+    lines = [r for r in reasoning if not r.startswith("  (that failed")]
+    assert all(r.endswith("…\n") for r in lines) and lines[0].startswith(("reading coarse memory", "captioning"))
+    assert [r.rstrip("\n") for r in lines] == [progress_line(s) for s in final["trace"]]
     assert "".join(content).startswith(final["answer"])
+    assert len(usage) == 1 and usage[0].prompt_tokens > 0 and usage[0].completion_tokens > 0
+    assert usage[0].model_extra["estimated"] is True
 
 
 def test_chat_multiple_choice(shared_server: LucyServer, yard: dict) -> None:

@@ -25,9 +25,13 @@ async def models(request: Request) -> dict[str, Any]:
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat; `model` names a stream",
              description="The last user message is asked of the stream's memory (with the earlier turns a follow-up "
                          "leans on). A chat front-end's own tasks (title, tags, follow-up suggestions) and small talk "
-                         "are answered at once, without captions. `stream: true` sends server-sent events: the trace "
-                         "as `reasoning_content`, then the answer, then `data: [DONE]`, with `: ping` comments every "
-                         "service.sse_ping_seconds. Errors come as OpenAI error objects.",
+                         "are answered at once, without captions. `stream: true` sends server-sent events: a line as "
+                         "each step begins ('looking closer at 0:40–0:50 …') as `reasoning_content` (or as content, "
+                         "or none: service.chat_progress), then the answer, then `data: [DONE]`, with `: ping` "
+                         "comments every service.sse_ping_seconds. `usage` holds the tokens the reasoner's model "
+                         "counted, else an estimate from the text (`usage.estimated`); with "
+                         "`stream_options.include_usage` it comes in a last chunk of its own. Errors come as OpenAI "
+                         "error objects.",
              responses={200: {"content": {"application/json": {}, "text/event-stream": {}}}})
 async def chat_completions(body: ChatRequest, request: Request) -> Any:
     return await chat.complete(service(request), body, request.is_disconnected)

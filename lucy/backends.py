@@ -56,6 +56,11 @@ def builder_reasoner(settings: LucySettings) -> Reasoner:
     return make_reasoner(settings)
 
 
+def _made(captioner: Captioner | None) -> Captioner:
+    assert captioner is not None, "make_captioner returns None for backend 'none' alone"
+    return captioner
+
+
 class Backends:
     """Question-time captioners (guarded), embedders and reasoners, one per configuration, closed together."""
 
@@ -71,9 +76,10 @@ class Backends:
         key = settings.captioner.model_dump_json() + repr(
             (q.caption_timeout_seconds, q.captioner_failures_to_pause, q.captioner_pause_seconds))
         if key not in self._captioners:
-            inner = make_captioner(settings)
-            self._captioners[key] = None if inner is None else GuardedCaptioner(
-                inner, max_in_flight=settings.captioner.max_in_flight,
+            # made on the first caption a question needs: most are answered from memory, and a backend's libraries
+            # take seconds to load (None is known from the name alone: only backend "none" makes no captioner)
+            self._captioners[key] = None if settings.captioner.backend == "none" else GuardedCaptioner(
+                lambda: _made(make_captioner(settings)), max_in_flight=settings.captioner.max_in_flight,
                 deadline_seconds=settings.query.caption_timeout_seconds,
                 failures_to_open=settings.query.captioner_failures_to_pause,
                 open_seconds=settings.query.captioner_pause_seconds)

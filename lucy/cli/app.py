@@ -48,7 +48,7 @@ def _guarded(command: Callable[..., int | None]) -> Callable[..., None]:
         try:
             code = command(*args, **kwargs)
         except LucyError as err:
-            from lucy.ingest.source import redact_url  # a last wall: whatever raised it, no URL shows a secret
+            from lucy.redaction import redact_url  # a last wall: whatever raised it, no URL shows a secret
 
             error_line(redact_url(str(err)))
             raise typer.Exit(EXIT_ERROR) from None

@@ -67,7 +67,7 @@ def configure_logging(verbosity: int) -> None:
     """Quiet by default: warnings and errors only, every library included. ``-v``: Lucy's notes (INFO); ``-vv``:
     Lucy's debugging and the libraries' notes. Every line goes through the handler that redacts credentials.
     Results are printed, not logged."""
-    from lucy.ingest.source import redacting_handler
+    from lucy.redaction import redacting_handler  # the standard library alone: no PyAV before any work
 
     logging.basicConfig(level=logging.INFO if verbosity >= 2 else logging.WARNING, handlers=[redacting_handler()],
                         force=True)

@@ -68,7 +68,7 @@ from lucy.ingest.frames import (
     check_stream_name,
     pick_rate,
 )
-from lucy.ingest.source import redact_url, source_identity, source_matches, stored_source_id
+from lucy.redaction import redact_url
 
 FORMAT_VERSION = 1
 _GROW_FRAMES = 4096  # capacity step: one metadata rewrite per 4096 frames
@@ -575,6 +575,8 @@ class ZarrFrameStore(FrameStore):
             audio=a.get("audio_rate") is not None, audio_until=float(a.get("audio_until", 0.0)))
 
     def holds_source(self, source: str) -> bool:
+        from lucy.ingest.source import source_matches  # PyAV: a reader of frames (lucy ask) needs none of it
+
         return source_matches(self._attrs["source_id"], source)
 
     # ----------------------------------------------------------------------------------- arrays
@@ -869,6 +871,8 @@ class ZarrFrameStores(FrameStores):
 
     def create(self, name: str, *, source: str, live: bool, width: int, height: int, stored_fps: float,
                codec: str, quality: int, audio: bool = False) -> ZarrFrameStore:
+        from lucy.ingest.source import source_identity, stored_source_id
+
         return ZarrFrameStore.create(self.root, name, source=source_identity(source)[0],
                                      source_id=stored_source_id(source), live=live, width=width, height=height,
                                      stored_fps=stored_fps, codec=codec, quality=quality, audio=audio)

@@ -19,9 +19,19 @@ class MeteredCaptioner(Captioner):
     def __init__(self, inner: Captioner, observer: CaptionCallObserver) -> None:
         self.inner = inner
         self.observer = observer
-        self.name = inner.name
-        self.model = inner.model
-        self.hears = inner.hears
+
+    # read from the captioner wrapped when asked, not copied: a guarded one is made on its first caption
+    @property  # type: ignore[override]
+    def name(self) -> str:
+        return self.inner.name
+
+    @property  # type: ignore[override]
+    def model(self) -> str:
+        return self.inner.model
+
+    @property  # type: ignore[override]
+    def hears(self) -> bool:
+        return self.inner.hears
 
     async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
         """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""

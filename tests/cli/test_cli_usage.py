@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,9 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from lucy.synth import PALETTE, Scene, write_video
+from lucy.synth import PALETTE, Overlay, Scene, write_video
 
-HEAVY = ("av", "zarr", "numpy", "cv2", "fastapi", "openai", "lucy.ingest", "lucy.query", "lucy.service")
+HEAVY = ("av", "zarr", "numpy", "cv2", "onnxruntime", "fastapi", "openai", "lucy.ingest", "lucy.query",
+         "lucy.service")
+# What an answer from memory needs none of: decoding (PyAV), the captioners' OCR and vision (OpenCV, RapidOCR on
+# ONNX Runtime, Tesseract, an OpenAI client) and the speech model. Each costs a `lucy ask` time before any work.
+CAPTIONING = ("av", "cv2", "onnxruntime", "rapidocr", "tesserocr", "openai", "faster_whisper", "ctranslate2",
+              "lucy.memory.captioners.pixels", "lucy.ingest.source", "lucy.ingest.pipeline")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +63,28 @@ def test_help_and_version_load_no_heavy_library(args):
     code, loaded = json.loads(done.stderr.strip().splitlines()[-1])
     assert code == 0 and loaded == [], (code, loaded)
     assert "Usage: lucy" in done.stdout or done.stdout.startswith("lucy ")
+
+
+def test_ask_answered_from_memory_loads_no_captioning_library(run_lucy, tmp_path):
+    """The second ask of a question finds its answer in memory: the captioner is never made, so none of its
+    libraries (nor the decoder's) is imported."""
+    video = write_video(tmp_path / "v.mp4", duration=12, fps=4, width=320, height=180,
+                        scenes=[Scene(0, 12, PALETTE["teal"])],
+                        overlays=[Overlay(1, 11, "PLATFORM 7", size=0.12, x=0.05, y=0.1)])
+    data = str(tmp_path / "data")
+    env = {"LUCY_INGEST__FRAME_WIDTH": "320", "LUCY_INGEST__FRAME_HEIGHT": "180"}
+    assert run_lucy("ingest", str(video), "--stream", "cam", "--captioner", "pixels", "--data", data,
+                    env=env).returncode == 0
+    ask = ["ask", "Which platform did the sign show?", "--stream", "cam", "--data", data]
+    first = run_lucy(*ask, env=env)
+    assert first.returncode == 0 and "PLATFORM 7" in first.stdout.upper(), first.stderr
+    script = ("import json, sys\nfrom lucy.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+              f"print(json.dumps(sorted(m for m in {CAPTIONING!r} if m in sys.modules)), file=sys.stderr)")
+    again = subprocess.run([sys.executable, "-c", script, *ask], capture_output=True, text=True, check=False,
+                           timeout=120, env={**{k: v for k, v in os.environ.items() if not k.startswith("LUCY_")},
+                                             **env})
+    assert "| 0 caption calls |" in again.stdout and "PLATFORM 7" in again.stdout.upper(), again.stdout
+    assert json.loads(again.stderr.strip().splitlines()[-1]) == []
 
 
 def test_a_mistyped_command_or_option_gets_the_right_one(run_lucy, data):

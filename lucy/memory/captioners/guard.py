@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from lucy.config import Level
 from lucy.ingest.frames import Clip
@@ -28,14 +29,15 @@ class CaptionerUnavailable(CaptionerError):
 
 
 class GuardedCaptioner(Captioner):
-    """Wraps a captioner shared by many questions: in-flight cap, per-call deadline, circuit breaker."""
+    """Wraps a captioner shared by many questions: in-flight cap, per-call deadline, circuit breaker.
 
-    def __init__(self, inner: Captioner, *, max_in_flight: int, deadline_seconds: float,
+    ``inner`` may be a function that makes it: then it is made when first needed (most questions are answered
+    from memory, and a backend's libraries and models take seconds to load, as ``lucy ask`` would pay each time).
+    """
+
+    def __init__(self, inner: Captioner | Callable[[], Captioner], *, max_in_flight: int, deadline_seconds: float,
                  failures_to_open: int = 2, open_seconds: float = 30.0) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.model = inner.model
-        self.hears = inner.hears
+        self._inner, self._make = (inner, None) if isinstance(inner, Captioner) else (None, inner)
         self.deadline_seconds = deadline_seconds
         self.failures_to_open = failures_to_open
         self.open_seconds = open_seconds
@@ -45,6 +47,26 @@ class GuardedCaptioner(Captioner):
         self._last_error = ""
         self._open_until = 0.0
         self._probing = False
+
+    @property
+    def inner(self) -> Captioner:
+        """The captioner guarded (made now if it was given as a function)."""
+        if self._inner is None:
+            assert self._make is not None
+            self._inner = self._make()
+        return self._inner
+
+    @property  # type: ignore[override]  (read from the captioner guarded, which may not be made yet)
+    def name(self) -> str:
+        return self.inner.name
+
+    @property  # type: ignore[override]
+    def model(self) -> str:
+        return self.inner.model
+
+    @property  # type: ignore[override]
+    def hears(self) -> bool:
+        return self.inner.hears
 
     @property
     def available(self) -> bool:
@@ -95,4 +117,5 @@ class GuardedCaptioner(Captioner):
             self._open_until = time.monotonic() + self.open_seconds
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        if self._inner is not None:  # one never made has nothing to close
+            await self._inner.aclose()

@@ -364,7 +364,8 @@ def test_dashboard_history_opens_answers_memory_groups_by_span_and_finished_char
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", summary)
     summary.click()
     wait.until(lambda d: detail.is_displayed())
-    assert f"{answer['iterations']} rounds" in detail.find_element(By.CSS_SELECTOR, ".figures").text
+    rounds = f"{answer['iterations']} round{'' if answer['iterations'] == 1 else 's'} · "
+    assert rounds in detail.find_element(By.CSS_SELECTOR, ".figures").text
     steps = [e.text for e in detail.find_elements(By.CSS_SELECTOR, "ol.trace li.step")]
     assert len(steps) == len(answer["trace"]) and steps[0].startswith("#1 ")
     items = detail.find_elements(By.CSS_SELECTOR, ".evidence-item")
@@ -572,6 +573,28 @@ def test_dashboard_asks_for_the_token_then_follows_the_feed(lucy_server: Callabl
 # Every resource the page loaded, and the console's errors (a CSP refusal or a failed load is logged as one).
 LOADED = "return performance.getEntriesByType('resource').map(e => e.name);"
 REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def test_dashboard_trace_text_reads_well(shared_server: LucyServer, browser: webdriver.Chrome) -> None:
+    """The page's trace lines and answer figures: what to look for cut at a word (one line), tokens only where a
+    model counted them, "1 round" but "2 rounds"."""
+    _open(browser, shared_server.url).until(lambda d: d.execute_script("return typeof traceLine === 'function'"))
+    instruction = ("Read all on-screen text exactly and note colours and counts of objects; needed to answer: At "
+                   "what time does the\ntrain leave?")
+    line = browser.execute_script(
+        "return traceLine({index: 4, agent: 'caption', level: 'fine', start: 40, end: 50, detail: 'fine again', "
+        "instruction: arguments[0], error: null, prompt_tokens: 0, completion_tokens: 0})", instruction)
+    look_for = line.split(" | look for: ")[1]
+    assert line.startswith("#4 caption fine 0:40–0:50 | fine again") and "\n" not in line and "tok" not in line
+    assert look_for.endswith("…") and len(look_for) <= 100 and look_for[:-1].split()[-1] in instruction.split()
+    counted = browser.execute_script(
+        "return traceLine({index: 1, agent: 'answer', start: null, end: null, prompt_tokens: 321, "
+        "completion_tokens: 45})")
+    assert counted.endswith("[321+45 tok]")
+    figures = browser.execute_script("return [answerFigures({iterations: 1, llm_calls: 1, caption_calls: 1, "
+                                     "prompt_tokens: 0, completion_tokens: 0}), answerFigures({iterations: 2, "
+                                     "llm_calls: 3, caption_calls: 0, prompt_tokens: 10, completion_tokens: 5})]")
+    assert figures == ["1 round · 1 LLM call · 1 caption", "2 rounds · 3 LLM calls · 0 captions · 10+5 tokens"]
 
 
 def _console_errors(driver: webdriver.Chrome) -> list[str]:

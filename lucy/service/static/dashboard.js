@@ -352,13 +352,17 @@ function chart(svg, series, opts) {
     grid.append(svgEl("text", { x: x(t), y: H - 5, "text-anchor": anchor, class: "tick-time" }, fmtClock(t)));
   }
   svg.append(grid);
-  // A band of what is normal (the lag chart: up to one coarse span, since a span is captioned when it closes): the
-  // line is drawn in its own colour inside the band and in the alarm colour only above it.
+  // Bands of what is normal (the lag chart: a span filling, then a closed span being captioned): the line is drawn
+  // in its own colour inside them and in the alarm colour only above the last.
   const band = opts.band;
   if (band) {
-    const edge = y(band.upTo);
-    svg.append(svgEl("rect", { x: left, y: edge, width: W - left - right, height: y(0) - edge, class: "band" }),
-               svgEl("text", { x: left + 6, y: edge + 12, class: "band-label" }, band.label));
+    const fill = y(band.upTo), edge = y(band.warnAbove);
+    svg.append(svgEl("rect", { x: left, y: fill, width: W - left - right, height: y(0) - fill, class: "band" }),
+               svgEl("text", { x: left + 6, y: fill + 12, class: "band-label" }, band.label));
+    if (fill - edge > 1) {
+      svg.append(svgEl("rect", { x: left, y: edge, width: W - left - right, height: fill - edge, class: "band next" }));
+      if (fill - edge > 14) svg.append(svgEl("text", { x: left + 6, y: edge + 12, class: "band-label" }, band.next));
+    }
     const defs = svgEl("defs");
     for (const [id, y0, y1] of [["below", edge, H], ["above", 0, edge]]) {
       const clip = svgEl("clipPath", { id: svg.id + "-" + id });
@@ -384,13 +388,15 @@ function chart(svg, series, opts) {
   }
 }
 
-// The lag chart's band: media time ingested but not captioned yet grows to one coarse span before the span closes
-// and is captioned, so a healthy stream draws a saw-tooth up to T_c (plus the caption's own time), never a flat 0.
-// The band shows that figure, taken from the stream's preset, instead of hiding it (lag minus the open span's age
-// would hide a span's caption time too, and read as a spike each time a span closes).
+// The lag chart's bands: media time ingested but not captioned yet grows to one coarse span before the span closes
+// and is captioned, so a healthy stream draws a saw-tooth up to T_c, plus the time its caption takes, never a flat 0.
+// A stream keeps up while each span is captioned before the next one closes (lag under 2 T_c); only above that is
+// the line red. The bands show these figures, from the stream's preset, rather than hiding them (lag minus the open
+// span's age would hide a caption's time too, and read as a spike each time a span closes).
 function lagBand() {
   const T = coarseSeconds();
-  return { upTo: T, over: "#c0392b", label: "one coarse span (" + fmtTime(T) + "): normal" };
+  return { upTo: T, warnAbove: 2 * T, over: "#c0392b", label: "a span filling (" + fmtTime(T) + ")",
+           next: "the closed span being captioned" };
 }
 
 // The charts are open while the selected stream runs; a stream that has ended folds them under one line of its final
@@ -411,7 +417,7 @@ function foldCharts() {
   if (s.caption.failures) figures.push(s.caption.failures + " failed captions");
   $("#caption-summary").textContent = figures.join(" · ");
   $("#lag-note").textContent = "· a coarse span closes every " + fmtTime(coarseSeconds()) +
-    ": lag climbs to it, then drops as the span is captioned";
+    ": lag climbs to it, then drops as the span is captioned; red: more than one span waits";
 }
 
 $("#caption-charts").addEventListener("toggle", () => {
@@ -834,15 +840,45 @@ $("#add-form").addEventListener("submit", async (event) => {
 
 // ------------------------------------------------------------------------------------------------ asking
 
+// "1 round", "2 rounds": a count and its noun, as the command line writes them.
+function counted(n, noun) {
+  return n + " " + (n === 1 ? noun : noun + "s");
+}
+
+// Text cut to max characters at a word boundary, an ellipsis marking the cut (as lucy.query.text.clip_words).
+function clipWords(text, max) {
+  if (text.length <= max) return text;
+  let cut = text.slice(0, max - 1);
+  if (!/\s/.test(text[max - 1])) {
+    const boundary = cut.search(/\s\S*$/);
+    if (boundary >= Math.floor(max / 2)) cut = cut.slice(0, boundary);
+  }
+  return cut.trimEnd().replace(/[,;:\-–(]+$/, "").trimEnd() + "…";
+}
+
+// A trace step in one line, as ``lucy ask`` prints it: what to look for cut at a word, tokens only where a model
+// counted them.
 function traceLine(step) {
+  const oneLine = (t) => String(t).split(/\s+/).filter(Boolean).join(" ");
   let where = "";
   if (step.start !== null && step.end !== null && step.start !== undefined) {
     where = " " + (step.level || "") + " " + fmtSpan(step.start, step.end);
   }
   let text = "#" + step.index + " " + step.agent + where;
-  if (step.detail) text += " | " + step.detail;
-  if (step.instruction) text += " | look for: " + step.instruction;
-  if (step.error) text += " | ERROR: " + step.error;
+  if (step.detail) text += " | " + oneLine(step.detail);
+  if (step.instruction) text += " | look for: " + clipWords(oneLine(step.instruction), 100);
+  if (step.error) text += " | ERROR: " + oneLine(step.error);
+  if (step.prompt_tokens || step.completion_tokens) {
+    text += " [" + step.prompt_tokens + "+" + step.completion_tokens + " tok]";
+  }
+  return text;
+}
+
+// What an answer cost, in words: "1 round · 3 LLM calls · 0 captions" (tokens where a model counted them).
+function answerFigures(a) {
+  let text = counted(a.iterations, "round") + " · " + counted(a.llm_calls, "LLM call") + " · " +
+    counted(a.caption_calls, "caption");
+  if (a.prompt_tokens || a.completion_tokens) text += " · " + a.prompt_tokens + "+" + a.completion_tokens + " tokens";
   return text;
 }
 
@@ -862,7 +898,7 @@ function showAnswer(answer) {
   box.className = answer.confident ? "" : "unsure";
   box.append(el("strong", { class: "text" }, answer.answer || "(no answer)"));
   box.append(el("div", { class: "muted" }, (answer.confident ? "confident" : "not confident") + " · " +
-    answer.iterations + " rounds · " + answer.llm_calls + " LLM calls · " + answer.caption_calls + " captions"));
+    answerFigures(answer)));
   box.append(evidenceLinks(answer.evidence));
   box.hidden = false;
   if (answer.evidence && answer.evidence.length) showFrame(answer.evidence[0].start);
@@ -996,7 +1032,7 @@ function answerDetail(q) {
   const a = q.answer;
   if (!a) return [el("p", { class: "muted" }, "No answer stored: the question is still running, or it failed.")];
   const out = [el("p", { class: "muted figures" }, (a.confident ? "confident" : "not confident") + " · " +
-    a.iterations + " rounds · " + a.llm_calls + " LLM calls · " + a.caption_calls + " captions · up to " +
+    answerFigures(a) + " · up to " +
     fmtTime(a.horizon) + " of video" + (a.wall_seconds !== undefined ? " · took " + fmtTime(a.wall_seconds) : ""))];
   if (a.reason) out.push(el("p", { class: "reason" }, a.reason));
   for (const e of a.errors || []) out.push(el("p", { class: "error" }, "error: " + e));

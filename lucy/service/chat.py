@@ -69,7 +69,7 @@ def asked_text(body: ChatRequest) -> str:
         if isinstance(message.content, str):
             parts.append(message.content)
         elif message.content:
-            parts += [str(p.get("text") or "") for p in message.content if isinstance(p, dict)]
+            parts += [str(p["text"]) for p in message.content if isinstance(p, dict) and p.get("text")]
     return "\n".join(parts)
 
 

@@ -142,3 +142,15 @@ def test_usage_is_what_the_model_counted_where_it_counted() -> None:
     reply = asyncio.run(chat.complete(_service("reasoning", _Questions([CAPTION], _answer())), request, _gone))
     usage = ChatCompletion.model_validate(reply).usage
     assert usage is not None and usage.prompt_tokens > 0 and usage.model_extra == {"estimated": True}
+
+
+def test_usage_estimate_reads_text_parts_and_bad_stream_options_are_refused() -> None:
+    from pydantic import ValidationError
+
+    request = ChatRequest(model="hall", messages=[
+        {"role": "system", "content": None},
+        {"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image_url", "image_url": {}}]}])
+    assert chat.asked_text(request) == QUESTION
+    for bad in ("yes", {"include_usage": "maybe"}):
+        with pytest.raises(ValidationError):
+            ChatRequest(model="hall", messages=[{"role": "user", "content": QUESTION}], stream_options=bad)

@@ -321,6 +321,20 @@ def test_dashboard_history_opens_answers_memory_groups_by_span_and_finished_char
     # the lag chart shows the band of one coarse span (the stream's preset: 60 s), and says why
     assert "1:00" in (_read(browser, "#chart-lag text.band-label") or "")
     assert "a coarse span closes every 1:00" in browser.find_element(By.ID, "lag-note").text
+    # A live stream's saw-tooth (up to one span, plus 5 s for its caption) has no red part; a backlog does.
+    red_points = browser.execute_script("""
+      const svg = document.getElementById('chart-lag'), out = [];
+      for (const lags of [[0, 30, 59, 65, 2, 40, 64, 3], [0, 60, 90, 125, 150]]) {
+        chart(svg, [{ name: 'lag', colour: '#2f6fdf', points: lags.map((v, i) => ({ t: 1e9 + 5 * i, v: v })) }],
+              { timeValues: true, band: lagBand() });
+        const edge = Number(svg.querySelector('clipPath[id$="-above"] rect').getAttribute('height'));
+        const ys = svg.querySelector('path.over').getAttribute('d').split(/[ML]/).filter(Boolean)
+          .map((xy) => Number(xy.trim().split(' ')[1]));
+        out.push(ys.filter((y) => y < edge).length);
+      }
+      drawSelected();
+      return out;""")
+    assert red_points == [0, 2], red_points
     time.sleep(1.5)  # a few pushed ticks: the user's choice holds while the figures update
     assert browser.execute_script("return document.getElementById('caption-charts').open") is True
 

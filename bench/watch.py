@@ -4,15 +4,21 @@ Each stream (``bench/watch_sets.py``) shows events of three kinds at known times
 the scene turning one colour for 40-100 s, a row of coloured squares for 8-40 s — among distractors (signs that
 share words, other backgrounds, squares of the watched colour in other counts and of other colours in the watched
 count). Ten watches are registered before ingest: one per event kind (should alert on each event, once) and seven
-for things that never happen (must never alert). The stream is ingested as ``lucy ingest --captioner pixels``
+for things that never happen (must never alert), and where the split has speech, a speech watch and the split's
+speech negatives on top. The stream is ingested as ``lucy ingest --captioner pixels``
 does, with a :class:`lucy.watch.checker.WatchChecker` wired into the coarse builder; the alerts are then read from
 the memory store.
 
 Two splits: ``tune`` and ``test`` (other vocabulary, colours, counts and phrasings). The targets apply to ``test``;
 the lead never tuned Lucy on ``test``. A third, ``holdout`` (``--split holdout``; not in the default ``all``), was
 written blind by another engineer; the lead looks only at its totals: its run prints no per-watch table (and its
-``--json`` has no per-stream detail) unless ``-v`` is given. Spoken announcements are left out: the embedded
-whisper transcriber on this 2-core machine would not fit the run's time budget.
+``--json`` has no per-stream detail) unless ``-v`` is given.
+
+Spoken announcements (tune and test): the video carries a sound track, and each coarse span's audio goes to a
+scripted transcriber that gives the lines the plan says were spoken in it, as Whisper would transcribe them (the
+embedded whisper on this 2-core machine would not fit the run's time budget; ``tests/watch/test_speech_watch.py``
+runs the real one). The checker compares them with the speech watches as it does on a real stream, with the
+stream's embedder when it has one (``--no-embedder``: by words alone, as before).
 
 Scoring: an alert is a true positive when its evidence span overlaps one of its watch's events widened by one coarse
 span on each side, and that event has no true positive yet; every other alert is a false positive. Latency is
@@ -52,13 +58,16 @@ from pathlib import Path
 
 from watch_sets import BLIND, HEIGHT, SPLITS, WIDTH, StreamPlan, WatchSpec, plan  # bench/ is on the path as a script
 
-from lucy.backends import Backends, builder_captioner, builder_reasoner
+from lucy.backends import Backends, builder_captioner, builder_embedder, builder_reasoner
 from lucy.config import LucySettings, load_settings
 from lucy.ingest import Ingestor, open_frames
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.factory import open_engine
+from lucy.ingest.frames import AudioClip
+from lucy.memory.transcribers.base import Transcriber, TranscriptLine
 from lucy.synth import write_video
+from lucy.synth.speech import speech_track
 from lucy.watch.checker import WatchChecker
 
 GEN_FPS = 2.0
@@ -97,26 +106,43 @@ class StreamResult:
     ingest_seconds: float
 
 
-def bench_settings(data: Path, preset: str) -> LucySettings:
+def bench_settings(data: Path, preset: str, embedder: bool = True) -> LucySettings:
     return load_settings(data=data, preset=preset, **{
         "ingest.frame_width": WIDTH, "ingest.frame_height": HEIGHT, "captioner.backend": "pixels",
         "captioner.pixels.coarse_max_frames": 8, "captioner.max_in_flight": 2, "reasoner.backend": "lexical",
-        "transcriber.backend": "none"})
+        "transcriber.backend": "none", "embedder.backend": "local" if embedder else "none"})
+
+
+class ScriptedTranscriber(Transcriber):
+    """The lines a plan says were spoken, for the audio clip they fall in (by their start), as Whisper gives them."""
+
+    name, model = "scripted", "scripted"
+
+    def __init__(self, said: list[tuple[float, float, str]]) -> None:
+        self.said = said
+
+    async def transcribe(self, clip: AudioClip) -> list[TranscriptLine]:
+        end = clip.start + len(clip) / clip.sample_rate
+        return [TranscriptLine(a, b, text) for a, b, text in self.said if clip.start <= a < end]
 
 
 def make_video(root: Path, p: StreamPlan) -> Path:
-    video = root / f"{p.split}-{p.index}.mp4"
+    video = root / f"{p.split}-{p.index}-{p.duration:g}s{'-sound' if p.speech else ''}.mp4"  # reused by plan
     if not video.is_file():
         tmp = video.with_suffix(".partial.mp4")
+        # A faint hiss where the plan has speech: the transcriber is scripted, the builder only needs audio.
+        audio = speech_track([], p.duration, noise=0.002) if p.speech else None
         write_video(tmp, duration=p.duration, fps=GEN_FPS, width=WIDTH, height=HEIGHT, scenes=p.scenes,
-                    overlays=p.overlays, shapes=p.shapes, gop=64)
+                    overlays=p.overlays, shapes=p.shapes, gop=64, audio=audio)
         tmp.rename(video)
     return video
 
 
-def ingest(settings: LucySettings, video: Path, specs: list[WatchSpec]) -> tuple[dict[str, object], float, float]:
-    """Register ``specs`` as watches, ingest ``video`` with a watch checker in the builder and wait until every
-    span is captioned and checked. Returns the checker's counters, the wall seconds to drained, and to ingested."""
+def ingest(settings: LucySettings, video: Path, specs: list[WatchSpec],
+           said: list[tuple[float, float, str]] | None = None) -> tuple[dict[str, object], float, float]:
+    """Register ``specs`` as watches, ingest ``video`` with a watch checker in the builder (and ``said``, when
+    given, as what its sound says) and wait until every span is captioned and checked. Returns the checker's
+    counters, the wall seconds to drained, and to ingested."""
     if settings.data.exists():
         shutil.rmtree(settings.data)
     memory = SQLiteMemoryStore.for_data(settings)
@@ -125,9 +151,12 @@ def ingest(settings: LucySettings, video: Path, specs: list[WatchSpec]) -> tuple
     captioner = builder_captioner(settings)
     assert captioner is not None
     frames = open_frames(settings)
-    checker = WatchChecker(settings, STREAM, memory, builder_reasoner(settings), captioner, frames)
+    embedder = builder_embedder(settings)
+    checker = WatchChecker(settings, STREAM, memory, builder_reasoner(settings), captioner, frames,
+                           embedder=embedder)
     began = time.perf_counter()
-    builder = CoarseBuilder(settings, STREAM, memory, captioner, frames=frames, checker=checker).start()
+    builder = CoarseBuilder(settings, STREAM, memory, captioner, frames=frames, checker=checker, embedder=embedder,
+                            transcriber=ScriptedTranscriber(said) if said else None).start()
     Ingestor(settings, str(video), STREAM, on_commit=builder.on_commit, frames=frames).run()
     ingested = time.perf_counter() - began
     if not builder.drain(timeout=3600):
@@ -237,9 +266,14 @@ def main(argv: list[str] | None = None) -> int:
                              "or all (default: tune and test)")
     parser.add_argument("--streams", type=int, default=2, help="streams per split (default 2)")
     parser.add_argument("--minutes", type=float, default=12.0, help="length of each stream (default 12)")
-    parser.add_argument("--watches", type=int, default=10, help="watches per stream, 3 to 10 (default 10)")
+    parser.add_argument("--watches", type=int, default=10,
+                        help="watches of the pictures per stream, 3 to 10 (default 10); the split's speech watches "
+                             "come on top")
     parser.add_argument("--quick", action="store_true", help="1 stream of 8 minutes per split")
     parser.add_argument("--no-overhead", action="store_true", help="skip the baseline ingest and question timing")
+    parser.add_argument("--no-embedder", action="store_true",
+                        help="check speech by words alone (embedder.backend none), as before it had meaning")
+    parser.add_argument("--no-speech", action="store_true", help="no announcements and no speech watches")
     parser.add_argument("--preset", default="live", help="memory-level preset (default live: T = 60/10/2 s)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path, help="keep videos and memory here (videos are reused)")
@@ -258,12 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     for split in splits:
         streams = []
         for index in range(args.streams):
-            p = plan(split, args.minutes, args.seed, index, args.watches)
+            p = plan(split, args.minutes, args.seed, index, args.watches, not args.no_speech)
             print(f"[{split} {index}] {args.minutes:g} min, {len(p.watches)} watches: generating and ingesting...",
                   flush=True)
             video = make_video(workdir, p)
-            settings = bench_settings(workdir / f"{split}-{index}-data", args.preset)
-            stats, wall, ingested = ingest(settings, video, p.watches)
+            settings = bench_settings(workdir / f"{split}-{index}-data", args.preset, not args.no_embedder)
+            stats, wall, ingested = ingest(settings, video, p.watches, p.speech)
             streams.append(StreamResult(split, index, args.minutes, score(settings, p.watches), stats, wall, ingested))
             print(f"  drained in {wall:.0f} s (frames ingested in {ingested:.0f} s); {stats['checks']} checks, "
                   f"{stats['alerts']} alerts", flush=True)
@@ -273,11 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_overhead:
         split = "test" if "test" in per_split else splits[0]
         first = per_split[split][0]
-        p = plan(split, args.minutes, args.seed, 0, args.watches)
+        p = plan(split, args.minutes, args.seed, 0, args.watches, not args.no_speech)
         print(f"\n[{split} 0] again with no watch (baseline for the overhead)...", flush=True)
-        base = bench_settings(workdir / f"{split}-0-nowatch-data", args.preset)
-        _, base_wall, base_ingested = ingest(base, make_video(workdir, p), [])
-        watched = bench_settings(workdir / f"{split}-0-data", args.preset)
+        base = bench_settings(workdir / f"{split}-0-nowatch-data", args.preset, not args.no_embedder)
+        _, base_wall, base_ingested = ingest(base, make_video(workdir, p), [], p.speech)
+        watched = bench_settings(workdir / f"{split}-0-data", args.preset, not args.no_embedder)
         q_base, q_watched = asyncio.run(ask_all(base)), asyncio.run(ask_all(watched))
         ratio = base_wall / first.wall_seconds
         q_ratio = statistics.mean(q_watched) / statistics.mean(q_base)

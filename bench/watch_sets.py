@@ -15,6 +15,11 @@ Three splits, each a pure function of (minutes, seed, stream index), written wit
   distractors twice as often, other backgrounds and phrasings, and negative watches one word or digit away from
   what is shown.
 
+Tune and test also have spoken announcements (not holdout, which was written before them): a speech watch phrased
+as a question or request ("Is there an announcement about ...?"), lines that say what it waits for, some in words
+it shares and some in other words only (no content word in common), among other announcements, and negative speech
+watches for things never announced. Both splits' lines were written together, before any result on either.
+
 Every event of a watch is something a careful human watching the video would alert on, and nothing else in the
 video matches it: the event's colour never appears as a background elsewhere, its sign text never appears outside
 its events, its squares (colour *and* count) never appear outside its events. Events of one watch are at least
@@ -68,6 +73,12 @@ class Vocabulary:
     colour_length: tuple[float, float] = (40.0, 100.0)
     square_length: tuple[float, float] = (8.0, 40.0)
     distractor_gap: tuple[float, float] = (40.0, 120.0)  # seconds from one distractor's end to the next's start
+    # Spoken announcements (none by default): the watch, lines that mean what it waits for (one per event), other
+    # announcements, and watches for things never announced (after ``negatives``).
+    speech_watch: str = ""
+    speech_events: tuple[str, ...] = ()
+    speech_distractors: tuple[str, ...] = ()
+    speech_negatives: tuple[str, ...] = ()
 
 
 BLIND = frozenset({"holdout"})  # splits the lead sees only as totals; not in ``bench/watch.py --split all``
@@ -95,6 +106,25 @@ SPLITS: dict[str, Vocabulary] = {
             "Alert me when two white squares appear",
             'Tell me when a sign says "LOADING BAY FULL"',
         ),
+        speech_watch="Is there an announcement about the shuttle?",
+        speech_events=(
+            "Attention, please. The shuttle to terminal B is now departing.",
+            "The airport coach to the terminals leaves from door four in two minutes.",
+            "Passengers for the hotel bus, your transfer is waiting outside exit two.",
+            "Last call for the shuttle service to the long stay car park.",
+        ),
+        speech_distractors=(
+            "Please keep your luggage with you at all times.",
+            "The cafe on the first floor closes at nine tonight.",
+            "Smoking is not permitted anywhere in the building.",
+            "Forklift drivers, please report to the supervisor's office.",
+            "Would the owner of a blue hatchback please return to their vehicle.",
+            "This is a test of the public address system.",
+        ),
+        speech_negatives=(
+            "Tell me when someone mentions a fire alarm",
+            "Is there an announcement about a missing child?",
+        ),
     ),
     "test": Vocabulary(
         place="CONCOURSE EAST",
@@ -116,6 +146,25 @@ SPLITS: dict[str, Vocabulary] = {
             "Tell me when the picture turns pink",
             "Warn me when five orange squares show up",
             'Let me know when the board shows "NOW SERVING 12"',
+        ),
+        speech_watch="Let me know if they announce that the express train is delayed",
+        speech_events=(
+            "We are sorry to say the express train is delayed by ten minutes.",
+            "The fast service to the coast is running about twenty minutes late.",
+            "Customers for the nonstop to the capital: departure has been pushed back to half past.",
+            "Apologies, the express will leave late because of a signal fault.",
+        ),
+        speech_distractors=(
+            "Mind the gap between the train and the platform edge.",
+            "Tickets can be bought at the machines by the main entrance.",
+            "Please do not leave bags unattended on the concourse.",
+            "The waiting room is now open on the upper level.",
+            "Bicycles are not allowed on the escalators.",
+            "Thank you for travelling with us today.",
+        ),
+        speech_negatives=(
+            "Tell me when someone says a platform is closed for cleaning",
+            "Is there an announcement about a lost dog?",
         ),
     ),
     # Written blind (not against the checker's code or results); see the module docstring.
@@ -164,6 +213,7 @@ class StreamPlan:
     overlays: list[Overlay]
     shapes: list[Shape]
     watches: list[WatchSpec]
+    speech: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, words) said
 
 
 def _times(rng: random.Random, duration: float, count: int, length: tuple[float, float],
@@ -184,9 +234,10 @@ def _times(rng: random.Random, duration: float, count: int, length: tuple[float,
     return sorted(out)
 
 
-def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8) -> StreamPlan:
+def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8, speech_watches: bool = True) -> StreamPlan:
     """One stream of ``split``: its scenes, signs and squares, and ``watches`` watches (3 that should alert, the
-    rest never)."""
+    rest never); with ``speech_watches`` and a split that has speech, its announcements and their watches on top
+    (1 that should alert, the split's speech negatives never)."""
     v = SPLITS[split]
     rng = random.Random(f"{split}-{seed}-{index}-{minutes}")
     duration = minutes * 60.0
@@ -240,6 +291,23 @@ def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8) ->
     negatives = list(v.negatives)
     while len(specs) < watches:
         specs.append(WatchSpec(negatives[(len(specs) - 3) % len(negatives)], "none"))
-    return StreamPlan(split, index, duration, scenes, overlays, shapes, specs[:max(watches, 0)])
+    specs = specs[:max(watches, 0)]
+    speech: list[tuple[float, float, str]] = []
+    if v.speech_watch and speech_watches:
+        # Its own random stream, so that the pictures of a split stay what they were before it had speech.
+        said = random.Random(f"{split}-{seed}-{index}-{minutes}-speech")
+        events = _times(said, duration, max(per, round(minutes / 3)), (3.0, 6.0), [])  # as many as fit
+        lines = said.sample(v.speech_events, k=min(len(events), len(v.speech_events)))
+        speech = [(a, b, line) for (a, b), line in zip(events, lines)]
+        t = said.uniform(20, 60)
+        while t < duration - 30:  # other announcements every 30-90 s, clear of the events
+            n = said.uniform(3.0, 6.0)
+            if not any(t < y + 20 and t + n > x - 20 for x, y in events):
+                speech.append((round(t, 1), round(t + n, 1), said.choice(v.speech_distractors)))
+            t += n + said.uniform(30, 90)
+        speech.sort()
+        specs.append(WatchSpec(v.speech_watch, "speech", [(a, b) for a, b, _ in speech if (a, b) in events]))
+        specs += [WatchSpec(q, "none") for q in v.speech_negatives]
+    return StreamPlan(split, index, duration, scenes, overlays, shapes, specs, speech)
 
 

@@ -114,7 +114,7 @@ class StreamRecorder:
         if frames is None:
             frames = open_frames(settings)
         checker = None if captioner is None or not settings.watch.enabled else WatchChecker(
-            settings, stream, memory, builder_reasoner(settings), captioner, frames)
+            settings, stream, memory, builder_reasoner(settings), captioner, frames, embedder=embedder)
         self.builder = None if captioner is None else CoarseBuilder(settings, stream, memory, captioner,
                                                                     frames=frames, transcriber=transcriber,
                                                                     embedder=embedder, checker=checker)

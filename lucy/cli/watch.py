@@ -143,7 +143,7 @@ def _check_if_idle(settings: LucySettings, memory: MemoryStore, frames: FrameSto
     stream's writer lock meanwhile (an ingest that starts now waits its turn); whether nothing ingested it."""
     import asyncio
 
-    from lucy.backends import builder_captioner, builder_reasoner
+    from lucy.backends import builder_captioner, builder_embedder, builder_reasoner
     from lucy.ingest.lock import Holder, LockHeld, stream_lock
     from lucy.watch.checker import WatchChecker
 
@@ -156,7 +156,9 @@ def _check_if_idle(settings: LucySettings, memory: MemoryStore, frames: FrameSto
         end = memory.captioned_until(stream)
         if end > 0 and settings.watch.enabled:
             captioner = builder_captioner(settings)
-            checker = WatchChecker(settings, stream, memory, builder_reasoner(settings), captioner, frames)
+            embedder = builder_embedder(settings)  # speech watches compare what was said by meaning too
+            checker = WatchChecker(settings, stream, memory, builder_reasoner(settings), captioner, frames,
+                                   embedder=embedder)
 
             async def check() -> None:
                 try:
@@ -165,6 +167,8 @@ def _check_if_idle(settings: LucySettings, memory: MemoryStore, frames: FrameSto
                     await checker.aclose()
                     if captioner is not None:
                         await captioner.aclose()
+                    if embedder is not None:
+                        embedder.close()
 
             asyncio.run(check())
         return True

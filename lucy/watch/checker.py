@@ -7,8 +7,11 @@ of a watch asked to look from the start are all checked exactly once; the progre
 restarted builder resumes where the last one stopped. The watch list is read on every call: a watch registered by
 another process (``lucy watch``, the API) is checked from the next span on.
 
-A check shows the reasoner's *check* agent the span's memory (its coarse caption and what was heard in it); the
-watches due on a span are checked together:
+A check shows the reasoner's *check* agent the span's memory (its coarse caption, and each line heard in it as a
+memory of its own); the watches due on a span are checked together. With an embedder (the builder's), each line heard
+carries its similarity to the subject of each watch about speech (:func:`lucy.query.reasoners.lexical_watch.
+watch_subject`), so that a line that says what the watch waits for in other words can be a yes: "the airport coach
+leaves now" for "Is there an announcement about the shuttle?". An embedder that fails leaves the lines to words.
 
 - **no**: nothing to do;
 - **maybe**: coarse memory is lossy, so the checker looks closer, as a question would: it captions the span's fine
@@ -34,14 +37,19 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+import numpy as np
+
 from lucy.config import Level, LucySettings
 from lucy.ingest.frames import FrameStore, FrameStores
 from lucy.memory.captioners.base import Captioner
+from lucy.memory.embedders import Embedder
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
+from lucy.memory.embedders import EmbedderError
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.memory_view import heard_text
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
+from lucy.query.reasoners.lexical_watch import watch_subject
 from lucy.watch.model import Alert, AlertLevel, Watch, WatchStats
 
 log = logging.getLogger(__name__)
@@ -64,23 +72,27 @@ def watches_of_origin(origin: str) -> list[int]:
 class WatchChecker:
     """Checks the closed coarse spans of one stream against its watches; used on the coarse builder's loop.
 
-    The checker owns ``reasoner`` (closed by :meth:`aclose`); ``captioner`` is the builder's (the builder closes it).
+    The checker owns ``reasoner`` (closed by :meth:`aclose`); ``captioner`` and ``embedder`` are the builder's (the
+    builder closes them).
     ``frames`` is the data directory's frame-store catalogue: the stream is opened on the first confirmation.
     """
 
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, reasoner: Reasoner,
-                 captioner: Captioner | None, frames: FrameStores) -> None:
+                 captioner: Captioner | None, frames: FrameStores, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.stream = stream
         self.memory = memory
         self.reasoner = reasoner
         self.captioner = captioner
         self.frame_stores = frames
+        self.embedder = embedder
         self.stats = WatchStats(stream)
         self._frames: FrameStore | None = None
         self._lock: asyncio.Lock | None = None  # made on the loop that checks: one check_span at a time
         self._confirmed: dict[int, collections.deque[float]] = {}  # watch id -> monotonic times of confirmations
         self._last_yes: dict[int, float] = {}  # watch id -> media end of its latest yes
+        self._subjects: dict[str, np.ndarray] = {}  # a speech watch's subject -> its vector (few: one per watch)
+        self._unmeant = False  # the embedder failed on the last try (said once)
 
     async def check_span(self, start: float, end: float, *, slots: asyncio.Semaphore | None = None,
                          heard: Callable[[], Awaitable[object]] | None = None) -> list[Alert]:
@@ -128,9 +140,10 @@ class WatchChecker:
                           slots: asyncio.Semaphore) -> list[Alert]:
         """Check one coarse span against the watches due on it: a cheap check each, then one closer look shared by
         all the maybes, then each maybe checked again on what the closer look saw."""
-        coarse = await asyncio.to_thread(self._coarse_item, node)
+        span = await asyncio.to_thread(self._span_items, node)
+        shown = await self._with_meaning(watches, span)
         calls = {w.id: _Calls() for w in watches}
-        first = await asyncio.gather(*(self._ask(w, node, [coarse], calls[w.id]) for w in watches))
+        first = await asyncio.gather(*(self._ask(w, node, shown[w.id], calls[w.id]) for w in watches))
         replies: dict[int, tuple[CheckReply, AlertLevel]] = {}
         unsure: list[tuple[Watch, CheckReply]] = []
         for watch, reply in zip(watches, first, strict=True):
@@ -149,7 +162,7 @@ class WatchChecker:
                 replies[watch.id] = (reply, "coarse")
         if unsure:
             try:
-                looked, captions = await self._confirm(node, unsure, slots)
+                looked, captions = await self._confirm(node, unsure, slots, first_ref=len(span) + 1)
             except Exception as err:  # noqa: BLE001  (a failing captioner is logged, never the builder's)
                 log.warning("watches of %s: closer look at %.1f-%.1f s failed (%s); counted as checked", self.stream,
                             node.start, node.end, str(err) or type(err).__name__)
@@ -158,7 +171,7 @@ class WatchChecker:
                 unsure = []
             else:
                 self.stats.add(caption_calls=captions, confirmations=len(unsure))
-            second = await asyncio.gather(*(self._ask(w, node, [coarse, *looked[w.id]], calls[w.id])
+            second = await asyncio.gather(*(self._ask(w, node, [*shown[w.id], *looked[w.id]], calls[w.id])
                                             for w, _ in unsure))
             for (watch, _), reply in zip(unsure, second, strict=True):
                 calls[watch.id].captions = captions
@@ -210,13 +223,46 @@ class WatchChecker:
         last = self._last_yes_of(watch.id)
         return last is not None and node.start - last < watch.cooldown_seconds
 
-    def _coarse_item(self, node: MemoryNode) -> MemoryItem:
-        """The span's coarse caption, with what was heard in it (as questions show it)."""
+    def _span_items(self, node: MemoryNode) -> list[MemoryItem]:
+        """The span's coarse caption (ref 1), then each line heard in it (refs 2...), shown as questions show them."""
         heard = [line for speech in self.memory.nodes(self.stream, level=SPEECH_LEVEL, start=node.start, end=node.end)
                  for line in parse_transcript(speech.text)
                  if line.start < node.end - _EPS and line.end > node.start + _EPS]
-        text = f"{node.text}\n{heard_text(heard)}" if heard else node.text
-        return MemoryItem(1, node.level, node.start, node.end, text)
+        return [MemoryItem(1, node.level, node.start, node.end, node.text),
+                *(MemoryItem(2 + i, node.level, max(line.start, node.start), min(line.end, node.end),
+                             heard_text([line])) for i, line in enumerate(heard))]
+
+    async def _with_meaning(self, watches: Sequence[Watch], span: list[MemoryItem]) -> dict[int, list[MemoryItem]]:
+        """Each watch's memory of the span: the lines heard with their similarity to the watch's subject (cosine of
+        the embedder's vectors) for a watch about speech, when there is an embedder and it works; else as they are."""
+        shown = {w.id: span for w in watches}
+        subjects = {w.id: subject for w in watches if (subject := watch_subject(w.question))}
+        lines = span[1:]
+        if self.embedder is None or not subjects or not lines:
+            return shown
+        try:
+            said, wanted = await asyncio.to_thread(self._embed, [_said(m.text) for m in lines],
+                                                   list(dict.fromkeys(subjects.values())))
+        except EmbedderError as err:  # meaning is an improvement, never a requirement: the lines go by words
+            if not self._unmeant:  # once per outage, not once per span
+                log.warning("watches of %s: cannot compare speech by meaning (%s); by words until it can",
+                            self.stream, err)
+            self._unmeant = True
+            return shown
+        self._unmeant = False
+        for watch_id, subject in subjects.items():
+            scores = said @ wanted[subject]
+            shown[watch_id] = [span[0], *(dataclasses.replace(m, similarity=float(s))
+                                          for m, s in zip(lines, scores, strict=True))]
+        return shown
+
+    def _embed(self, lines: list[str], subjects: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Unit vectors of ``lines`` (rows), and of each subject (kept: a watch's subject does not change)."""
+        assert self.embedder is not None
+        for subject in subjects:
+            if subject not in self._subjects:
+                self._subjects[subject] = self.embedder.embed_query(subject)
+        return self.embedder.embed_passages(lines), {s: self._subjects[s] for s in subjects}
 
     def _may_confirm(self, watch_id: int) -> bool:
         """Whether the watch has confirmations left this hour (and takes one if so)."""
@@ -230,7 +276,7 @@ class WatchChecker:
         return True
 
     async def _confirm(self, node: MemoryNode, unsure: Sequence[tuple[Watch, CheckReply]],
-                       slots: asyncio.Semaphore) -> tuple[dict[int, list[MemoryItem]], int]:
+                       slots: asyncio.Semaphore, *, first_ref: int = 2) -> tuple[dict[int, list[MemoryItem]], int]:
         """Caption the span's fine sub-spans that the maybes point at, once for all of them, with their questions as
         the instruction; store the captions (origin :func:`watch_origin` of those watches, under the coarse node).
         Where a maybe named when in the span it saw its hint (evidence narrower than the span), only the sub-spans
@@ -270,7 +316,7 @@ class WatchChecker:
         looked = {}
         for watch_id, spans in wanted.items():
             mine = [m for (a, b), m in zip(bounds, made, strict=True) if m is not None and (a, b) in spans]
-            looked[watch_id] = [dataclasses.replace(m, ref=2 + i) for i, m in enumerate(mine)]
+            looked[watch_id] = [dataclasses.replace(m, ref=first_ref + i) for i, m in enumerate(mine)]
         return looked, captions
 
     def _last_yes_of(self, watch_id: int) -> float | None:
@@ -295,6 +341,11 @@ def _around(grid: Sequence[tuple[float, float]], hints: Sequence[EvidenceSpan],
     narrow = [h for h in hints if node.start - _EPS <= h.start and h.end <= node.end + _EPS and
               h.end - h.start < node.end - node.start - _EPS]
     return [(a, b) for a, b in grid if any(h.start < b and a < h.end + _EPS for h in narrow)] or list(grid)
+
+
+def _said(heard: str) -> str:
+    """The words of a line as :func:`heard_text` shows it ('Speech heard 1.0-2.0 s: "words"' -> words)."""
+    return heard.split(": ", 1)[-1].strip().strip('"')
 
 
 def _evidence(evidence: Sequence[EvidenceSpan], node: MemoryNode) -> tuple[float, float]:

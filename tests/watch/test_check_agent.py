@@ -10,7 +10,7 @@ import pytest
 
 from lucy.query.reasoners.base import MemoryItem, ReasonerError
 from lucy.query.reasoners.lexical import LexicalReasoner
-from lucy.query.reasoners.lexical_watch import watch_kinds, watch_terms
+from lucy.query.reasoners.lexical_watch import MEANING_FLOOR, watch_kinds, watch_subject, watch_terms
 from lucy.query.reasoners.openai import OpenAIReasoner
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 
@@ -120,3 +120,38 @@ def test_a_misread_code_is_a_maybe_and_another_code_a_no():
     assert lexical('Tell me when plate "CR-3336" shows up', caption) == "maybe"
     assert lexical('Tell me when plate "CR-3336" shows up', MemoryItem(2, "fine", 10, 20, caption.text)) == "maybe"
     assert lexical('Tell me when plate "QX-1200" shows up', caption) == "no"
+
+
+HEARD = MemoryItem(2, "coarse", 312, 316, 'Speech heard 312.0-316.0 s: "Attention, please. The shuttle to terminal B is '
+                                          'now departing."')
+
+
+def test_a_watch_about_speech_looks_for_what_is_said_not_for_the_words_that_say_so():
+    """"Is there an announcement about the shuttle?": "announcement" picks the transcript lines, the shuttle is
+    what must be said."""
+    assert watch_terms("Is there an announcement about the shuttle?")[0] == ["shuttle"]
+    assert watch_subject("Is there an announcement about the shuttle?") == "shuttle"
+    assert watch_subject("Tell me when someone mentions a fire alarm") == "fire alarm"
+    assert watch_subject("Tell me when the screen turns red") is None  # not about speech: no meaning check
+    assert lexical("Is there an announcement about the shuttle?", CAPTION, HEARD) == "yes"
+    assert lexical("Is there an announcement about the ferry?", CAPTION, HEARD) == "no"
+
+
+def test_a_line_that_means_the_subject_in_other_words_is_a_yes():
+    """The checker gives each heard line its similarity to the watch's subject: at the floor or above it says it,
+    though no word is shared; below it, or for a watch that is not about speech, words alone decide."""
+    said = 'Speech heard 40.0-44.0 s: "We have a little girl here who cannot find her mother."'
+    watch = "Is there an announcement about a lost child?"
+    assert lexical(watch, MemoryItem(2, "coarse", 40, 44, said, similarity=MEANING_FLOOR + 0.01)) == "yes"
+    assert lexical(watch, MemoryItem(2, "coarse", 40, 44, said, similarity=MEANING_FLOOR - 0.01)) == "no"
+    assert lexical(watch, MemoryItem(2, "coarse", 40, 44, said)) == "no"  # no embedder: by words
+    # a statement that is not speech is never taken by meaning
+    assert lexical(watch, MemoryItem(1, "fine", 0, 60, "Scenes:\n- a girl in a hall", similarity=0.99)) == "no"
+
+
+def test_a_sign_that_says_something_or_a_quote_is_never_taken_by_meaning():
+    """"a sign says ..." and quoted words are waited for in those words: a line near in meaning is not them."""
+    assert watch_subject('Notify me when a sign says "GATE 7 OPEN"') is None
+    assert watch_subject('Tell me when someone says "all clear"') is None
+    heard = MemoryItem(2, "coarse", 40, 44, 'Speech heard 40.0-44.0 s: "The seventh gate is now open."', similarity=0.99)
+    assert lexical('Notify me when a sign says "GATE 7 OPEN"', heard) == "no"

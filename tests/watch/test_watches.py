@@ -15,7 +15,9 @@ from lucy.config import load_settings
 from lucy.ingest import Ingestor, open_frames
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.pixels import PixelsCaptioner
+from lucy.memory.embedders import Embedder, EmbedderError, make_embedder
 from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.memory.transcribers.base import TranscriptLine, format_transcript
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.synth import PALETTE, Overlay, Scene, write_video
 from lucy.memory.nodes import MemoryNode
@@ -134,9 +136,10 @@ def test_alerts_follow_by_id_and_deleted_watches_stop(watched):
 def test_a_restarted_builder_resumes_checking_without_a_double_alert(watched):
     settings, memory, ids, _ = watched
     memory.set_watch_progress(ids[SIGN], 60.0)  # as if the last run stopped after captioning, before checking
-    late = memory.add_watch("cam", SIGN)  # registered now: checked from the next span on...
+    # The same question with other sinks (the same one would be the same watch):
+    late = memory.add_watch("cam", SIGN, webhook_url="http://127.0.0.1:9/late")  # checked from the next span on...
     assert memory.watch_progress(late.id) == pytest.approx(240, abs=0.1)
-    past = memory.add_watch("cam", SIGN)
+    past = memory.add_watch("cam", SIGN, webhook_url="http://127.0.0.1:9/past")
     memory.set_watch_progress(past.id, 0.0)  # ... unless asked to look at the past (lucy watch --from-start)
     builder = builder_for(settings, memory).start()
     try:
@@ -149,3 +152,63 @@ def test_a_restarted_builder_resumes_checking_without_a_double_alert(watched):
     assert len(memory.alerts(watch_id=ids[SIGN])) == 1  # the event it had alerted: merged, not raised again
     assert memory.alerts(watch_id=late.id) == []
     assert [(a.start >= 120, a.end <= 180) for a in memory.alerts(watch_id=past.id)] == [(True, True)]
+
+
+def test_a_speech_watch_fires_on_a_line_that_says_it_in_other_words(tmp_path):
+    """The checker compares each heard line with a speech watch's subject by the stream's embedder (the default
+    local one): "a lost child" is heard as "a little girl ... cannot find her mother", no content word shared; a line
+    about something else raises nothing, and without an embedder words alone decide."""
+    settings = settings_for(tmp_path / "data")
+    embedder = make_embedder(settings)
+    if embedder is None:
+        pytest.skip("the local embedder cannot run on this machine")
+    memory = SQLiteMemoryStore.for_data(settings)
+    lost = memory.add_watch("hall", "Is there an announcement about a lost child?")
+    fire = memory.add_watch("hall", "Tell me when someone mentions a fire alarm")
+    memory.add_many([MemoryNode("hall", "coarse", 0, 60, "Scenes:\n- 0.0-60.0 s: mostly gray background"),
+                     MemoryNode("hall", "speech", 0, 60, format_transcript([
+                         TranscriptLine(12.0, 15.0, "Please keep your luggage with you at all times."),
+                         TranscriptLine(40.0, 44.0, "We have a little girl here who cannot find her mother.")]))])
+
+    def check(with_embedder: bool) -> list:
+        checker = WatchChecker(settings, "hall", memory, LexicalReasoner(), None, open_frames(settings),
+                               embedder=embedder if with_embedder else None)
+        for watch in (lost, fire):
+            memory.set_watch_progress(watch.id, 0.0)
+        return asyncio.run(checker.check_span(0.0, 60.0))
+
+    try:
+        assert check(with_embedder=False) == []
+        alerts = check(with_embedder=True)
+    finally:
+        embedder.close()
+        memory.close()
+    assert [(a.watch_id, a.start, a.end) for a in alerts] == [(lost.id, 40.0, 44.0)], alerts
+
+
+class _DownEmbedder(Embedder):
+    name, model, dim = "down", "down", 4
+
+    def embed_passages(self, texts):
+        raise EmbedderError("server down")
+
+    def embed_query(self, text):
+        raise EmbedderError("server down")
+
+
+def test_a_failing_embedder_leaves_speech_to_words(tmp_path, caplog):
+    settings = settings_for(tmp_path / "data")
+    memory = SQLiteMemoryStore.for_data(settings)
+    watch = memory.add_watch("hall", "Is there an announcement about the shuttle?")
+    memory.add_many([MemoryNode("hall", "coarse", 0, 60, "Scenes:\n- 0.0-60.0 s: mostly gray background"),
+                     MemoryNode("hall", "speech", 0, 60, format_transcript([
+                         TranscriptLine(12.0, 15.0, "Attention, please. The shuttle to terminal B is now departing.")]))])
+    memory.set_watch_progress(watch.id, 0.0)
+    checker = WatchChecker(settings, "hall", memory, LexicalReasoner(), None, open_frames(settings),
+                           embedder=_DownEmbedder())
+    try:
+        alerts = asyncio.run(checker.check_span(0.0, 60.0))
+    finally:
+        memory.close()
+    assert [(a.start, a.end) for a in alerts] == [(12.0, 15.0)] and checker.stats.snapshot()["errors"] == 0
+    assert "cannot compare speech by meaning (server down)" in caplog.text

@@ -4,6 +4,11 @@ It generates a 90-second video with details worth asking about (a van's plate, a
 it paced in real time as if it were a live camera while the coarse builder captions it (pixels captioner), asks
 questions while ingestion goes on (lexical reasoner), and prints each answer with the trace of how the loop got
 there. At the end, one question is asked again to show that what the first ask found is reused.
+
+What it stores stays where a user looks next: the stream ``demo`` in the data directory (``./lucy-data``, or
+``--data``), so that ``lucy streams`` and ``lucy ask ... --stream demo`` work afterwards from the same folder. Each
+run replaces the ``demo`` stream (its frames and memory) with a new recording: its questions are asked while it
+records. Only the generated video is temporary.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import shlex
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from lucy.backends import Backends, builder_captioner, builder_embedder, builder_transcriber
 from lucy.config import LucySettings
+from lucy.ingest import open_frames
+from lucy.ingest.lock import stream_lock
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.sqlite_store import open_memory
 from lucy.memory.store import MemoryStore
@@ -25,6 +33,7 @@ from lucy.query.factory import open_engine
 from lucy.recorder import Recording, StreamRecorder
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
 
+STREAM = "demo"
 DEMO_SECONDS = 90.0
 WIDTH, HEIGHT = 320, 180  # small frames keep OCR quick on a laptop
 
@@ -54,10 +63,9 @@ def demo_video(path: Path) -> Path:
                        overlays=overlays, shapes=shapes)
 
 
-def demo_settings(settings: LucySettings, data: Path) -> LucySettings:
-    """The user's settings, on the embedded backends and small frames, in the demo's own data directory."""
+def demo_settings(settings: LucySettings) -> LucySettings:
+    """The user's settings (their data directory too), on the embedded backends and small frames."""
     return settings.model_copy(update={
-        "data": data,
         "ingest": settings.ingest.model_copy(update={"frame_width": WIDTH, "frame_height": HEIGHT}),
         "captioner": settings.captioner.model_copy(update={
             "backend": "pixels", "pixels": settings.captioner.pixels.model_copy(update={"coarse_max_frames": 8})}),
@@ -100,7 +108,7 @@ async def _ask(settings: LucySettings, memory: MemoryStore, backends: Backends, 
     print(f"\n? {question}")
     for i, option in enumerate(options):
         print(f"    {i}. {option}")
-    async with open_engine(settings, "demo", memory=memory, backends=backends) as engine:
+    async with open_engine(settings, STREAM, memory=memory, backends=backends) as engine:
         run = engine.run(question, options)
         async for step in run:
             if step.agent != "done":
@@ -123,40 +131,65 @@ async def _questions(settings: LucySettings, memory: MemoryStore, recording: _Re
         await asyncio.to_thread(recording.thread.join)  # ingest, then the last captions
         recording.check()
         print(f"\ningest finished after {time.monotonic() - began:.1f} s; coarse memory: "
-              f"{memory.count('demo', level='coarse', origin=INGEST_ORIGIN)} spans. Asking the first question again "
+              f"{memory.count(STREAM, level='coarse', origin=INGEST_ORIGIN)} spans. Asking the first question again "
               f"(what it found is in memory now, so nothing needs captioning):")
         await _ask(settings, memory, backends, QUESTIONS[0][1], QUESTIONS[0][2])
     finally:
         await backends.aclose()
 
 
-def run_demo(settings: LucySettings, workdir: Path | None = None, *, realtime: bool = True) -> int:
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="lucy-demo-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    settings = demo_settings(settings, workdir / "data")
-    video = demo_video(workdir / "demo.mp4")
-    print(f"generated {video} ({DEMO_SECONDS:.0f} s, {WIDTH}x{HEIGHT}, H.264): a van's plate at 5-15 s, a departure "
-          f"board at 35-48 s, a store sign with three orange boxes at 66-80 s")
-    print(f"ingesting it {'paced in real time, like a live camera' if realtime else 'as fast as possible'}, "
-          f"with coarse captions every {settings.levels.coarse.span_seconds:g} s (pixels captioner); questions "
-          f"are answered by the lexical reasoner while ingestion goes on")
-    memory = open_memory(settings)
-    try:
-        recorder = StreamRecorder(settings, str(video), "demo", memory, builder_captioner(settings),
-                                  realtime=realtime, drain_timeout=120, transcriber=builder_transcriber(settings),
-                                  embedder=builder_embedder(settings))
-        recording = _Recording(recorder)
-        try:
-            asyncio.run(_questions(settings, memory, recording))
-        finally:
-            recorder.stop()
-            recording.thread.join(timeout=60)
-    finally:
-        memory.close()
+def replace_stream(settings: LucySettings, memory: MemoryStore) -> bool:
+    """Delete a ``demo`` stream an earlier run left (frames and memory); True if there was one. Refused
+    (:class:`lucy.ingest.lock.LockHeld`, which says who) while another process records it."""
+    frames = open_frames(settings)
+    had = frames.exists(STREAM) or STREAM in memory.streams()
+    if had:
+        with stream_lock(settings.data, STREAM).acquire(wait_seconds=0.5):  # no writer starts meanwhile
+            frames.delete(STREAM)
+        memory.delete_stream(STREAM)
+    return had
+
+
+def hints(flags: Sequence[str]) -> list[str]:
+    """The commands to try next, as short as they can be: with the user's own ``flags`` (``--data``, ``--config``)
+    alone, if any (without them this shell finds the same data directory again: ./lucy-data, $LUCY_DATA or
+    lucy.toml's)."""
     # The full path of this lucy when the shell would not find it (no activated virtual environment).
     from lucy.cli.common import lucy_command
 
-    data = shlex.quote(str(settings.data))
-    print(f"\ndata directory: {settings.data}\ntry: {lucy_command()} memory --stream demo --data {data}\n"
-          f" or: {lucy_command()} ask \"What was the plate number of the delivery van?\" --stream demo --data {data}")
+    where = "".join(" " + shlex.quote(f) for f in flags)
+    question = shlex.quote(QUESTIONS[0][1])
+    return [f"{lucy_command()} streams{where}", f"{lucy_command()} memory --stream {STREAM}{where}",
+            f"{lucy_command()} ask {question} --stream {STREAM}{where}"]
+
+
+def run_demo(settings: LucySettings, *, flags: Sequence[str] = (), realtime: bool = True) -> int:
+    """The demo on ``settings``' data directory (``flags``: the ``--data`` and ``--config`` the user gave, repeated
+    in the hints)."""
+    settings = demo_settings(settings)
+    memory = open_memory(settings)
+    try:
+        if replace_stream(settings, memory):
+            print(f"replacing the stream {STREAM!r} of an earlier demo in {settings.data}")
+        with tempfile.TemporaryDirectory(prefix="lucy-demo-") as workdir:
+            video = demo_video(Path(workdir) / "demo.mp4")
+            print(f"generated a {DEMO_SECONDS:.0f} s video ({WIDTH}x{HEIGHT}, H.264): a van's plate at 5-15 s, a "
+                  f"departure board at 35-48 s, a store sign with three orange boxes at 66-80 s")
+            print(f"ingesting it as stream {STREAM!r} into {settings.data} "
+                  f"{'paced in real time, like a live camera' if realtime else 'as fast as possible'}, with coarse "
+                  f"captions every {settings.levels.coarse.span_seconds:g} s (pixels captioner); questions are "
+                  f"answered by the lexical reasoner while ingestion goes on")
+            recorder = StreamRecorder(settings, str(video), STREAM, memory, builder_captioner(settings),
+                                      realtime=realtime, drain_timeout=120,
+                                      transcriber=builder_transcriber(settings), embedder=builder_embedder(settings))
+            recording = _Recording(recorder)
+            try:
+                asyncio.run(_questions(settings, memory, recording))
+            finally:
+                recorder.stop()
+                recording.thread.join(timeout=60)
+    finally:
+        memory.close()
+    first, *others = hints(flags)
+    print(f"\nstream {STREAM!r} kept in {settings.data}\ntry: {first}" + "".join(f"\n or: {h}" for h in others))
     return 0

@@ -27,15 +27,15 @@ def serve(host: Annotated[str | None, typer.Option(
     return run_server(settings)
 
 
-def demo(workdir: Annotated[Path | None, typer.Option(
-             show_default=False, help="Where to put the sample video and data (default: a new temporary folder).")]
-         = None,
-         fast: Annotated[bool, typer.Option("--fast", help="Ingest as fast as possible instead of in real time.")]
+def demo(fast: Annotated[bool, typer.Option("--fast", help="Ingest as fast as possible instead of in real time.")]
          = False,
          data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
          verbose: VerboseOption = 0) -> int:
-    """Generate a sample video, ingest it and ask questions about it while it is ingested."""
+    """Generate a sample video, ingest it as stream 'demo' (replacing an earlier one) and ask questions about it
+    while it is ingested."""
     settings = load(data, config, preset, verbose)
     from lucy.demo import run_demo
 
-    return run_demo(settings, workdir=workdir, realtime=not fast)
+    given = [("--data", data), ("--config", config)]
+    return run_demo(settings, flags=[part for flag, value in given if value is not None for part in (flag, str(value))],
+                    realtime=not fast)

@@ -399,6 +399,24 @@ def test_dashboard_history_opens_answers_memory_groups_by_span_and_finished_char
     browser.execute_script("window.scrollTo(0, 0)")
     _shoot(browser, "streams-panel", "top")
     assert not browser.execute_script(CLIPPED_NUMBERS)
+    # Many spans come a page at a time: 25 more coarse spans, the newest 20 listed, the rest on "older spans".
+    store = SQLiteMemoryStore(shared_server.data / DB_NAME)
+    try:
+        for i in range(3, 28):
+            store.add(MemoryNode(stream="atrium", level="coarse", start=60 * i, end=60 * (i + 1), text=f"span {i}"))
+    finally:
+        store.close()
+    wait = _open(browser, shared_server.url)
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, 'tr[data-stream="atrium"]'))).click()
+    starts = "return [...document.querySelectorAll('#nodes > li.span')].map((li) => Number(li.dataset.start))"
+    wait.until(lambda d: len(d.execute_script(starts)) == 20)
+    assert browser.execute_script(starts) == [60 * i for i in range(27, 7, -1)]
+    older = browser.find_element(By.ID, "older-spans")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", older)
+    older.click()
+    wait.until(lambda d: len(d.execute_script(starts)) == 28)
+    assert browser.execute_script(starts) == [60 * i for i in range(27, -1, -1)]
+    assert not older.is_displayed()
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
 

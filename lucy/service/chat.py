@@ -208,6 +208,9 @@ async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, opti
     field = "reasoning_content" if progress == "reasoning" else "content"
     shown = False  # whether progress went out as content: the answer then starts on a line of its own
     yield reply.chunk({"role": "assistant", "content": ""})
+    if progress != "none":  # at once: opening memory (and a model's first load) can take seconds before a step
+        yield reply.chunk({field: f"opening the memory of {reply.model} …\n"})
+        shown = field == "content"
     try:
         async for kind, value in svc.questions.events(reply.model, question, options, progress=progress != "none"):
             if kind == "begin":

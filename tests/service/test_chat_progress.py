@@ -92,7 +92,7 @@ def test_progress_as_reasoning_comes_first_then_the_answer() -> None:
     chunks, asked = _chunks("reasoning", [CAPTION], _answer())
     assert asked == [True]
     reasoning = [_reasoning(c) for c in chunks if _reasoning(c)]
-    assert reasoning == ["looking closer at 0:40–0:50 for: what the speaker says …\n"]
+    assert reasoning == ["opening the memory of hall …\n", "looking closer at 0:40–0:50 for: what the speaker says …\n"]
     first_content = next(i for i, c in enumerate(chunks) if c.choices and c.choices[0].delta.content)
     assert all(not _reasoning(c) for c in chunks[first_content:])
     assert _content(chunks).startswith("Platform 7 at 14:05")
@@ -101,7 +101,8 @@ def test_progress_as_reasoning_comes_first_then_the_answer() -> None:
 def test_progress_as_content_comes_before_the_answer_on_lines_of_its_own() -> None:
     chunks, _ = _chunks("content", [CAPTION], _answer())
     assert not any(_reasoning(c) for c in chunks)
-    assert _content(chunks).startswith("looking closer at 0:40–0:50 for: what the speaker says …\n\nPlatform 7")
+    assert _content(chunks).startswith("opening the memory of hall …\nlooking closer at 0:40–0:50 for: what the "
+                                       "speaker says …\n\nPlatform 7")
 
 
 def test_no_progress_sends_the_answer_alone() -> None:
@@ -113,7 +114,7 @@ def test_no_progress_sends_the_answer_alone() -> None:
 def test_a_failed_step_says_so_in_one_line() -> None:
     chunks, _ = _chunks("reasoning", [FAILED], _answer())
     reasoning = [_reasoning(c) for c in chunks if _reasoning(c)]
-    assert reasoning == ["looking closer at 0:40–0:50 …\n", "  (that failed: the captioner timed out after 60 s)\n"]
+    assert reasoning[1:] == ["looking closer at 0:40–0:50 …\n", "  (that failed: the captioner timed out after 60 s)\n"]
 
 
 @pytest.mark.parametrize("include_usage", [True, False])

@@ -79,8 +79,8 @@ def test_chat_completion_streamed(shared_server: LucyServer, yard: dict) -> None
     assert finish == ["stop"] and final is not None
     # One line per trace step, sent as it began: what it was about to do, in words.
     lines = [r for r in reasoning if not r.startswith("  (that failed")]
-    assert all(r.endswith("…\n") for r in lines) and lines[0].startswith(("reading coarse memory", "captioning"))
-    assert [r.rstrip("\n") for r in lines] == [progress_line(s) for s in final["trace"]]
+    assert lines[0] == "opening the memory of yard …\n" and all(r.endswith("…\n") for r in lines)
+    assert [r.rstrip("\n") for r in lines[1:]] == [progress_line(s) for s in final["trace"]]
     assert "".join(content).startswith(final["answer"])
     assert len(usage) == 1 and usage[0].prompt_tokens > 0 and usage[0].completion_tokens > 0
     assert usage[0].model_extra["estimated"] is True

@@ -34,6 +34,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -50,11 +51,13 @@ from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.memory_view import heard_text
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
 from lucy.query.reasoners.lexical_watch import watch_subject
+from lucy.query.text import terms
 from lucy.watch.model import Alert, AlertLevel, Watch, WatchStats
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-6
+_WORDS = re.compile(r"[\w'-]+")
 _HOUR = 3600.0
 
 
@@ -251,18 +254,20 @@ class WatchChecker:
             return shown
         self._unmeant = False
         for watch_id, subject in subjects.items():
-            scores = said @ wanted[subject]
+            scores = said.best(wanted[subject])
             shown[watch_id] = [span[0], *(dataclasses.replace(m, similarity=float(s))
                                           for m, s in zip(lines, scores, strict=True))]
         return shown
 
-    def _embed(self, lines: list[str], subjects: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Unit vectors of ``lines`` (rows), and of each subject (kept: a watch's subject does not change)."""
+    def _embed(self, lines: list[str], subjects: list[str]) -> tuple[_Phrases, dict[str, np.ndarray]]:
+        """The phrases of ``lines`` as unit vectors, and each subject's (kept: a watch's subject does not change)."""
         assert self.embedder is not None
         for subject in subjects:
             if subject not in self._subjects:
                 self._subjects[subject] = self.embedder.embed_query(subject)
-        return self.embedder.embed_passages(lines), {s: self._subjects[s] for s in subjects}
+        phrases = [_phrases(line) for line in lines]
+        vectors = self.embedder.embed_passages([p for each in phrases for p in each])
+        return _Phrases(vectors, [len(each) for each in phrases]), {s: self._subjects[s] for s in subjects}
 
     def _may_confirm(self, watch_id: int) -> bool:
         """Whether the watch has confirmations left this hour (and takes one if so)."""
@@ -341,6 +346,36 @@ def _around(grid: Sequence[tuple[float, float]], hints: Sequence[EvidenceSpan],
     narrow = [h for h in hints if node.start - _EPS <= h.start and h.end <= node.end + _EPS and
               h.end - h.start < node.end - node.start - _EPS]
     return [(a, b) for a, b in grid if any(h.start < b and a < h.end + _EPS for h in narrow)] or list(grid)
+
+
+# A line is compared with a watch's subject phrase by phrase: runs of this many content words, the best of them
+# counting. A whole sentence's vector is mostly "an announcement" (every line is one), which drowns the few words
+# that name its subject; a phrase is about as long as a subject. On bench/watch_sets.py's tune announcements, with
+# the default local embedder, runs of 3 left a gap between lines that mean a watch's subject and all other (watch,
+# line) pairs (runs of 1, 2 or 4, or whole lines, did not, or barely): MEANING_FLOOR sits in that gap.
+PHRASE_WORDS = 3
+
+
+def _phrases(line: str) -> list[str]:
+    """The runs of :data:`PHRASE_WORDS` consecutive content words of a line (the line itself when it has fewer)."""
+    words = [w for w in _WORDS.findall(line) if terms(w)]
+    if len(words) <= PHRASE_WORDS:
+        return [line]
+    return [" ".join(words[i:i + PHRASE_WORDS]) for i in range(len(words) - PHRASE_WORDS + 1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Phrases:
+    """The unit vectors of some lines' phrases (rows, line after line) and how many phrases each line has."""
+
+    vectors: np.ndarray
+    counts: list[int]
+
+    def best(self, subject: np.ndarray) -> list[float]:
+        """Each line's similarity to ``subject``: its best phrase's cosine."""
+        scores = self.vectors @ subject
+        bounds = np.cumsum([0, *self.counts])
+        return [float(scores[a:b].max()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _said(heard: str) -> str:

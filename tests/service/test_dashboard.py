@@ -390,11 +390,17 @@ def test_dashboard_history_opens_answers_memory_groups_by_span_and_finished_char
             ".every((i) => i.naturalWidth > 0)"))
     # it stays open when the list is loaded again (another question answered)
     with shared_server.client() as c:
-        assert c.post("/v1/streams/atrium/questions", json={"question": "What colour is it?"}).status_code == 200
+        r = c.post("/v1/streams/atrium/questions", json={"question": "What colour is the background at 0:30?"})
+        assert r.status_code == 200 and r.json()["evidence"], r.text
     wait.until(lambda d: d.execute_script("return document.querySelectorAll('#question-list li.question').length")
                == 2)
     assert browser.execute_script("return document.querySelectorAll('#question-list details[open]').length") == 1
     assert browser.find_element(By.CSS_SELECTOR, "#question-list li.question:nth-child(2) .detail").is_displayed()
+    # the new one's evidence comes with its frames (fetched with the token)
+    browser.find_element(By.CSS_SELECTOR, "#question-list li.question:nth-child(1) summary").click()
+    wait.until(lambda d: d.execute_script(
+        "const i = [...document.querySelectorAll('#question-list li.question:nth-child(1) .evidence-item img.thumb')];"
+        "return i.length > 0 && i.every((e) => e.naturalWidth > 0)"))
     _shoot(browser, "questions-panel", "history")
     browser.execute_script("window.scrollTo(0, 0)")
     _shoot(browser, "streams-panel", "top")

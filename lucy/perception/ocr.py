@@ -253,13 +253,22 @@ def rapidocr_models() -> tuple[Path, Path, Path]:
     return paths  # type: ignore[return-value]
 
 
-def _without_memory_patterns() -> None:
-    """Make RapidOCR's onnxruntime sessions run without memory patterns (idempotent).
+def _session_memory_settings() -> None:
+    """Make RapidOCR's onnxruntime sessions keep their memory in onnxruntime's own arena, without memory patterns
+    (idempotent).
 
     onnxruntime keeps a memory plan for every input shape it has seen; the recogniser's input width follows the
     text it reads, so a long-running captioner met ever more shapes and its memory grew with every caption
     (measured: 90 captions of busy 640x360 frames, 1090 MB with patterns, 584 MB without, same text read).
-    RapidOCR builds its session options itself and offers no switch for this, so its builder is wrapped.
+    RapidOCR also turns onnxruntime's CPU arena off, so every tensor of every run was malloc'd and freed: glibc kept
+    each thread's high-water mark in that thread's malloc arena, and the captioner's reads run on whichever
+    executor thread is free, so RSS crept up with each thread that met a large input (measured with
+    bench/ocr_memory.py: 2 engines read from 6 threads, 97 frames of 320x180-1280x720 with 1-4 lines: 945 MiB after
+    50 reads, 1063 after 300 without the arena; with it and one line per recogniser batch, 689 after 100, 709 after
+    600). With the arena each session reuses its own memory, whichever thread runs it: it grows to the largest
+    input it meets and stays there. (Shrinking the arena after each run, ``memory.enable_memory_arena_shrinkage``,
+    hands the memory back to glibc and grew RSS again: 942 -> 1204 MiB.)
+    RapidOCR builds its session options itself and offers no switch for these, so its builder is wrapped.
     """
     try:
         from rapidocr.inference_engine.onnxruntime import main as ort_main
@@ -267,15 +276,16 @@ def _without_memory_patterns() -> None:
         return
     session = getattr(ort_main, "OrtInferSession", None)
     build = getattr(session, "_init_sess_opts", None)
-    if build is None or getattr(build, "lucy_no_patterns", False):
+    if build is None or getattr(build, "lucy_memory_settings", False):
         return
 
     def options(cfg: Any) -> Any:
         opts = build(cfg)
         opts.enable_mem_pattern = False
+        opts.enable_cpu_mem_arena = True
         return opts
 
-    options.lucy_no_patterns = True  # type: ignore[attr-defined]
+    options.lucy_memory_settings = True  # type: ignore[attr-defined]
     session._init_sess_opts = staticmethod(options)
 
 
@@ -303,6 +313,11 @@ class RapidOcrEngine:
             # Text is found on the picture shrunk to 640 px on its long side (RapidOCR's default enlarges it to 736 px
             # on its SHORT side): measured on 720p frames, 75 ms instead of 300 ms, the same characters read.
             "Det.limit_side_len": 640, "Det.limit_type": "max",
+            # One text line per recogniser run, not six padded to the widest: a batch of long lines needed ~280 MiB
+            # at its peak, one line ~120 MiB (measured on 640x360 and 720p frames with four 43-character lines); on
+            # 97 generated frames it read 4 lines better (no "CITYTRAIN" for "CITY TRAIN") and dropped 3 junk lines
+            # below the floor, with less CPU (no padding: 113 against 124-159 ms per frame).
+            "Rec.rec_batch_num": 1,
             "EngineConfig.onnxruntime.intra_op_num_threads": 1,
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
         }
@@ -320,7 +335,7 @@ class RapidOcrEngine:
         try:
             from rapidocr import RapidOCR
 
-            _without_memory_patterns()
+            _session_memory_settings()
             return RapidOCR(params=self._params)
         except Exception as err:  # onnxruntime / rapidocr raise many types; all mean "cannot load"
             with self._lock:

@@ -79,3 +79,22 @@ def test_read_text_loses_format_characters_so_its_words_stay_findable(tmp_path):
         assert [n.text for n, _ in store.search("cam", "platform")] == ["On-screen text: PLATFORM 7 Départ"]
     finally:
         store.close()
+
+
+def test_rapidocr_sessions_reuse_their_own_arena_and_read_one_line_per_batch():
+    """RapidOCR's sessions run with onnxruntime's CPU arena (RapidOCR turns it off: every tensor then went through
+    malloc, and glibc kept each executor thread's high-water mark, so a server's RSS crept up), without memory
+    patterns, and its recogniser reads one line per run (a batch of six long lines padded to the widest peaked at
+    ~280 MiB). Several long lines in one picture are all still read."""
+    engine = ocr.RapidOcrEngine(1)
+    signs = ["PLATFORM EXIT GATE TICKETS DEPARTURES", "NORTH SOUTH LIFT STAIRS CAFE", "CITY TRAIN 7B 14:05"]
+    painter = FramePainter(640, 360, [Scene(0, 4, PALETTE["blue"])],
+                           [Overlay(0, 4, text, x=0.04, y=0.1 + 0.25 * k, size=0.06) for k, text in enumerate(signs)],
+                           [])
+    read = [line.text for line in engine.read(Image.fromarray(painter(1.0)))]
+    assert all(sign in read for sign in signs), read
+    rapid = engine._idle.get_nowait()
+    assert rapid.text_rec.rec_batch_num == 1
+    for model in (rapid.text_det, rapid.text_rec):
+        options = model.session.session.get_session_options()
+        assert options.enable_cpu_mem_arena and not options.enable_mem_pattern

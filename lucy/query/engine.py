@@ -127,11 +127,12 @@ class QueryEngine:
             self._semaphore = (loop, asyncio.Semaphore(self.config.max_in_flight))
         return self._semaphore[1]
 
-    def run(self, question: str, options: Sequence[str] = (), *,
-            on_begin: Callable[[TraceStep], None] | None = None) -> QueryRun:
+    def run(self, question: str, options: Sequence[str] = (), *, on_begin: Callable[[TraceStep], None] | None = None,
+            on_progress: Callable[[TraceStep, str], None] | None = None) -> QueryRun:
         """Start answering; iterate the result for the trace, then read ``.result``. ``on_begin`` is told of each
-        step as it begins (the iteration yields it once done), for progress shown while a long step runs."""
-        return QueryRun(_QuestionLoop(self, question, tuple(options), on_begin))
+        step as it begins (the iteration yields it once done) and ``on_progress`` of headway inside one (each
+        caption of a round), for progress shown while a long step runs."""
+        return QueryRun(_QuestionLoop(self, question, tuple(options), TraceRecorder(on_begin, on_progress)))
 
     async def ask(self, question: str, options: Sequence[str] = ()) -> QueryResult:
         """Answer and return the result (its ``trace`` holds every step)."""
@@ -174,14 +175,14 @@ class _QuestionLoop:
     similarity: QuestionSimilarity
 
     def __init__(self, engine: QueryEngine, text: str, options: tuple[str, ...],
-                 on_begin: Callable[[TraceStep], None] | None = None) -> None:
+                 trace: TraceRecorder | None = None) -> None:
         self.engine = engine
         self.config = engine.config
         self.text = text.strip()
         self.options = options
         if not self.text:
             raise LucyError("the question is empty")
-        self.trace = TraceRecorder(on_begin)
+        self.trace = trace or TraceRecorder()
         self.result: QueryResult | None = None
         self._started = time.perf_counter()
         # The budget leaves room for one retry of a reply that did not validate.

@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass
 
 from lucy.config import Level
-from lucy.query.captioning import SpanCaptioner
+from lucy.query.captioning import CaptionOutcome, SpanCaptioner
 from lucy.query.memory_view import TIME_TOLERANCE, MemoryView, Span, ViewItem
+from lucy.query.text import hms
 from lucy.query.trace import TraceRecorder, TraceStep
 
 
@@ -44,8 +45,19 @@ class SpanSearcher:
         step = self.trace.begin("caption", level=span.level, start=span.start, end=span.end, instruction=instruction)
         began = time.perf_counter()
         plan = self._plan(span, instruction)
-        outcomes = await asyncio.gather(*(self.captioner.caption(job.level, job.start, job.end, instruction,
-                                                                 job.parent) for job in plan.jobs))
+        made = 0
+
+        async def caption(job: _CaptionJob) -> CaptionOutcome:
+            nonlocal made
+            outcome = await self.captioner.caption(job.level, job.start, job.end, instruction, job.parent)
+            made += 1
+            if len(plan.jobs) > 1:  # a round captions several spans: say each, so a long round shows headway
+                self.trace.progress(step, f"{job.level} {hms(job.start)}–{hms(job.end)} "
+                                          f"{'captioned' if outcome.node is not None else 'not captioned'} "
+                                          f"({made} of {len(plan.jobs)})")
+            return outcome
+
+        outcomes = await asyncio.gather(*(caption(job) for job in plan.jobs))
         created = 0
         for outcome in outcomes:
             if outcome.node is not None:

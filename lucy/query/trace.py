@@ -112,12 +112,15 @@ def progress_line(step: Mapping[str, Any]) -> str:
 class TraceRecorder:
     """Records one question's steps and errors as its loop makes them (the lists its :class:`QueryResult` keeps)."""
 
-    def __init__(self, on_begin: Callable[[TraceStep], None] | None = None) -> None:
+    def __init__(self, on_begin: Callable[[TraceStep], None] | None = None,
+                 on_progress: Callable[[TraceStep, str], None] | None = None) -> None:
         self.steps: list[TraceStep] = []
         self.errors: list[str] = []
         self.iteration = 0  # the backtracking round new steps belong to (0: before the rounds)
-        # Told of each step as it begins: a step is yielded once done, and a caption round can take minutes.
+        # Told of each step as it begins, and of headway inside a long one: a step is yielded once done, and a
+        # caption round can take minutes.
         self.on_begin = on_begin
+        self.on_progress = on_progress
 
     def begin(self, agent: str, **fields: Any) -> TraceStep:
         """A new step, numbered and recorded now; the caller fills in what it did and cost."""
@@ -126,6 +129,11 @@ class TraceRecorder:
         if self.on_begin is not None:
             self.on_begin(step)
         return step
+
+    def progress(self, step: TraceStep, text: str) -> None:
+        """Headway of a running step, in a few words ("fine 1:10–1:20 captioned (2 of 7)")."""
+        if self.on_progress is not None:
+            self.on_progress(step, text)
 
     @staticmethod
     def charge(step: TraceStep, usage: Usage) -> None:

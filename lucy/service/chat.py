@@ -202,9 +202,9 @@ async def _stream_direct(reply: _Reply, answer: dict[str, Any], used: dict[str, 
 
 async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, options: tuple[str, ...], *,
                   progress: str, asked: str, include_usage: bool) -> AsyncIterator[ServerSentEvent]:
-    """The question's progress and answer as chunks: a line as each step begins, and one when a step failed (as
-    ``progress`` says: ``reasoning_content``, ``content`` or none). When the client goes, the response cancels this
-    generator where it waits, and with it the question."""
+    """The question's progress and answer as chunks: a line as each step begins, one for each caption of a round,
+    and one when a step failed (as ``progress`` says: ``reasoning_content``, ``content`` or none). When the client
+    goes, the response cancels this generator where it waits, and with it the question."""
     field = "reasoning_content" if progress == "reasoning" else "content"
     shown = False  # whether progress went out as content: the answer then starts on a line of its own
     yield reply.chunk({"role": "assistant", "content": ""})
@@ -216,6 +216,8 @@ async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, opti
             if kind == "begin":
                 yield reply.chunk({field: progress_line(value) + "\n"})
                 shown = field == "content"
+            elif kind == "progress":
+                yield reply.chunk({field: f"  {value['text']}\n"})
             elif kind == "step" and value.get("error") and progress != "none":
                 reason = clip_words(" ".join(str(value["error"]).split()), ERROR_CHARS)
                 yield reply.chunk({field: f"  (that failed: {reason})\n"})

@@ -151,7 +151,7 @@ class QuestionService:
                      progress: bool = False) -> AsyncIterator[tuple[str, Any]]:
         """Yield ``("step", dict)`` for each trace step as it happens, then ``("answer", dict)``. With ``progress``,
         also ``("begin", dict)`` as each step begins (what it is about to do: a step is yielded once done, and a
-        caption round can take minutes).
+        caption round can take minutes) and ``("progress", {"index", "agent", "text"})`` for headway inside one.
 
         Raises a :class:`ServiceError` (bad question, unknown stream, timeout) or the engine's error. Closing the
         iterator early (or cancelling the task that iterates it) cancels the question.
@@ -235,8 +235,10 @@ class QuestionService:
                      options: tuple[str, ...], progress: bool = False) -> None:
         # Told on the question loop, handed over like every event: they arrive in the order they happened.
         on_begin = (lambda step: emit("begin", step.to_json())) if progress else None
+        on_progress = (lambda step, text: emit("progress", {"index": step.index, "agent": step.agent, "text": text})) \
+            if progress else None
         try:
-            async for kind, value in self._run_engine(settings, stream, question, options, on_begin):
+            async for kind, value in self._run_engine(settings, stream, question, options, on_begin, on_progress):
                 emit(kind, value)
         except asyncio.CancelledError:
             raise
@@ -250,7 +252,9 @@ class QuestionService:
             emit("error", err)
 
     async def _run_engine(self, settings: LucySettings, stream: str, question: str, options: tuple[str, ...],
-                          on_begin: Callable[[TraceStep], None] | None = None) -> AsyncIterator[tuple[str, Any]]:
+                          on_begin: Callable[[TraceStep], None] | None = None,
+                          on_progress: Callable[[TraceStep, str], None] | None = None,
+                          ) -> AsyncIterator[tuple[str, Any]]:
         """The query engine's trace and answer as ``("step", dict)`` ... ``("answer", dict)``.
 
         The shared captioner (for deeper captions) is metered into the stream's own caption figures.
@@ -269,7 +273,7 @@ class QuestionService:
                              preset=settings.levels, config=QueryConfig.from_settings(settings),
                              coarse_instruction=settings.captioner.coarse_instruction,
                              index=backends.index(settings, self.memory))
-        run = engine.run(question, options, on_begin=on_begin)
+        run = engine.run(question, options, on_begin=on_begin, on_progress=on_progress)
         async for step in run:
             yield "step", step.to_json()
         assert run.result is not None

@@ -344,7 +344,8 @@ def test_trace_streams_steps_as_they_happen(tmp_path, fakes, seeded):
 
 def test_each_step_is_told_as_it_begins_before_its_work(tmp_path, fakes, seeded):
     """``on_begin`` hears of every step before it does its work (a caption round is announced before the captioner
-    is called), in trace order; the forced final answer begins as ``final``."""
+    is called), in trace order, and ``on_progress`` of each caption of a round as it is made; the forced final
+    answer begins as ``final``."""
     select, localise = pick_mentions("harbor", "van")
     captioner = fakes.FakeCaptioner(world)
     never = fakes.ScriptedReasoner(answer=lambda q, m, f, n: AnswerReply(answer="unknown", confident=False),
@@ -352,12 +353,16 @@ def test_each_step_is_told_as_it_begins_before_its_work(tmp_path, fakes, seeded)
     engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=captioner,
                                memory=seeded, reasoner=never)
     begun: list[tuple[str, int, float | None, str]] = []
+    headway: list[tuple[int, str, int]] = []
 
     def on_begin(step) -> None:
         begun.append((step.agent, len(captioner.calls), step.start, step.instruction))
 
+    def on_progress(step, text) -> None:
+        headway.append((step.index, text, step.caption_calls))
+
     async def collect():
-        run_ = engine.run(QUESTION, on_begin=on_begin)
+        run_ = engine.run(QUESTION, on_begin=on_begin, on_progress=on_progress)
         done = [step async for step in run_]
         return done, run_.result
 
@@ -367,6 +372,11 @@ def test_each_step_is_told_as_it_begins_before_its_work(tmp_path, fakes, seeded)
     _, calls_before, start, instruction = begun[first_caption]
     assert calls_before == 0 and start == 120 and instruction == "read the van's plate"
     assert begun[-1][0] == "final" and not result.confident
+    # round 1 captions coarse 120-180 again and its 6 fine sub-spans: 7 lines of headway, told while the step ran
+    round_1 = next(s for s in result.trace if s.agent == "caption")
+    told = [(text, calls) for index, text, calls in headway if index == round_1.index]
+    assert [text.rsplit("(", 1)[1] for text, _ in told] == [f"{k} of 7)" for k in range(1, 8)]
+    assert all(calls == 0 for _, calls in told) and "coarse 2:00–3:00 captioned (" in " ".join(t for t, _ in told)
 
 
 def test_no_frames_yet_is_a_clear_error(tmp_path, fakes):

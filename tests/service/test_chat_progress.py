@@ -50,6 +50,9 @@ class _Questions:
                 yield "begin", TraceStep(index=step.index, agent=step.agent, level=step.level, start=step.start,
                                          end=step.end, iteration=step.iteration,
                                          instruction=step.instruction).to_json()
+                if step.caption_calls:
+                    yield "progress", {"index": step.index, "agent": step.agent,
+                                       "text": "fine 0:40–0:45 captioned (1 of 2)"}
             yield "step", step.to_json()
         yield "answer", self.answer
 
@@ -92,7 +95,8 @@ def test_progress_as_reasoning_comes_first_then_the_answer() -> None:
     chunks, asked = _chunks("reasoning", [CAPTION], _answer())
     assert asked == [True]
     reasoning = [_reasoning(c) for c in chunks if _reasoning(c)]
-    assert reasoning == ["opening the memory of hall …\n", "looking closer at 0:40–0:50 for: what the speaker says …\n"]
+    assert reasoning == ["opening the memory of hall …\n", "looking closer at 0:40–0:50 for: what the speaker says …\n",
+                         "  fine 0:40–0:45 captioned (1 of 2)\n"]
     first_content = next(i for i, c in enumerate(chunks) if c.choices and c.choices[0].delta.content)
     assert all(not _reasoning(c) for c in chunks[first_content:])
     assert _content(chunks).startswith("Platform 7 at 14:05")
@@ -102,7 +106,7 @@ def test_progress_as_content_comes_before_the_answer_on_lines_of_its_own() -> No
     chunks, _ = _chunks("content", [CAPTION], _answer())
     assert not any(_reasoning(c) for c in chunks)
     assert _content(chunks).startswith("opening the memory of hall …\nlooking closer at 0:40–0:50 for: what the "
-                                       "speaker says …\n\nPlatform 7")
+                                       "speaker says …\n  fine 0:40–0:45 captioned (1 of 2)\n\nPlatform 7")
 
 
 def test_no_progress_sends_the_answer_alone() -> None:

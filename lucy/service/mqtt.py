@@ -156,8 +156,8 @@ class MqttBridge:
         ``status_heartbeat_seconds``. A purged stream's retained status and discovery configs are cleared."""
         if status.get("purged"):
             self._sent.pop(stream, None)
+            self._unannounce(stream)  # first: Home Assistant would read the emptied status as a state otherwise
             self.post(self.topic(stream, "status"), b"", retain=True)  # an empty retained message deletes it
-            self._unannounce(stream)
             return True
         self._announce(stream)
         s, now, key = self.settings, time.monotonic(), comparable(status)
@@ -182,8 +182,9 @@ class MqttBridge:
                 log.exception("mqtt: reading the streams' status failed")
                 continue
             names = {status["name"] for status in statuses}
-            for gone in known - names:  # its store was deleted (by a purge this bridge heard of, or by hand)
-                self.offer_status(gone, {"purged": True})
+            for gone in known - names:  # its store was deleted by hand (a purge this bridge heard of is cleared)
+                if gone in self._sent:
+                    self.offer_status(gone, {"purged": True})
             known = names
             for status in statuses:
                 self.offer_status(status["name"], status)

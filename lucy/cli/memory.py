@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,7 +24,9 @@ from lucy.config import LEVEL_NAMES_HELP
 from lucy.errors import LucyError
 from lucy.untrusted import normalise_question
 
-SEARCH_LINES = 3  # lines of a caption `lucy search` shows per hit (those with the query's words)
+if TYPE_CHECKING:
+    from lucy.config import LucySettings
+
 SPEECH_LEVEL = "speech"  # lucy.memory.transcribers.SPEECH_LEVEL, checked by a test (that module imports numpy)
 
 
@@ -88,88 +90,108 @@ def memory(stream: StreamOption,
     return 0
 
 
-def _excerpt(text: str, query: str, lines: int, width: int = 100) -> list[str]:
-    """At most ``lines`` lines of ``text``, each cut to ``width`` characters: those with the most words of
-    ``query`` (the first lines when none has one), in their order, and a line saying how many were left out."""
-    import re
-    import textwrap
+def _streams_to_search(settings: LucySettings, stream: str | None) -> list[str]:
+    """The streams ``--stream`` names (``a,b``: some), each checked, or every stream of the data directory."""
+    from lucy.cli.common import known_streams
 
-    words = {w for w in re.findall(r"\w+", query.lower()) if len(w) >= 4 or any(c.isdigit() for c in w)}
-    all_lines = [line.strip() for line in text.splitlines() if line.strip()] or [""]
-    found = [sum(w in line.lower() for w in words) for line in all_lines]
-    best = sorted(range(len(all_lines)), key=lambda i: (-found[i], i))[:lines]
-    chosen = sorted(i for i in best if found[i]) or list(range(min(lines, len(all_lines))))
-    out = [textwrap.shorten(all_lines[i], width, placeholder=" …") for i in chosen]
-    if len(all_lines) > len(chosen):
-        out.append(f"… {len(all_lines) - len(chosen)} more lines")
-    return out
+    if stream is None:
+        return sorted(known_streams(settings))
+    names = [name.strip() for name in stream.split(",") if name.strip()]
+    if not names:
+        raise LucyError("--stream names no stream: give one, several as a,b, or leave it out to search them all")
+    return [require_stream(settings, name) for name in dict.fromkeys(names)]
+
+
+def _time_range(start: float | None, end: float | None, old_start: float | None,
+                old_end: float | None) -> tuple[float | None, float | None]:
+    """``--from``/``--to``, or their deprecated spellings ``--start``/``--end`` (the flags `lucy memory` has too)."""
+    if old_start is not None or old_end is not None:
+        note("--start/--end are now --from/--to, as in `lucy memory`; the old names will go")
+    start = start if start is not None else old_start
+    end = end if end is not None else old_end
+    if start is not None and end is not None and end <= start:
+        raise LucyError(f"--to ({end:g}) must be after --from ({start:g})")
+    return start, end
 
 
 def search(text: Annotated[str, typer.Argument(metavar="TEXT", show_default=False,
                                                    help="What to look for, in your own words.")],
-           stream: StreamOption,
+           stream: Annotated[str | None, typer.Option(
+               "--stream", metavar="NAME[,NAME...]", show_default=False,
+               help="Search these streams (default: every stream).")] = None,
            level: Annotated[str | None, typer.Option(callback=_search_level, show_default=False,
                                                      help=f"{LEVEL_NAMES_HELP}; {SPEECH_LEVEL} for what was said "
                                                           "(default: all).")] = None,
-           start: Annotated[float | None, typer.Option(metavar="T", show_default=False,
+           start: Annotated[float | None, typer.Option("--from", metavar="T", show_default=False,
                                                        help="From media second T.")] = None,
-           end: Annotated[float | None, typer.Option(metavar="T", show_default=False,
+           end: Annotated[float | None, typer.Option("--to", metavar="T", show_default=False,
                                                      help="Up to media second T.")] = None,
+           old_start: Annotated[float | None, typer.Option("--start", hidden=True)] = None,  # deprecated: --from
+           old_end: Annotated[float | None, typer.Option("--end", hidden=True)] = None,  # deprecated: --to
            limit: Annotated[int, typer.Option(min=1, max=100, metavar="N",
                                               help="At most N matches (1-100).")] = 20,
            as_json: Annotated[bool, typer.Option("--json", help="Print the matches as one JSON list.")] = False,
            data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
            verbose: VerboseOption = 0) -> int:
-    """Find the moments of a stream's memory that match some words (and their meaning)."""
-    from lucy.ingest import check_stream_name
+    """Find the moments of memory that match some words (and their meaning): one per time span, best first, each with
+    the line that matched; none when nothing matches well."""
     from lucy.memory.embedders import make_embedder
     from lucy.memory.nodes import INGEST_ORIGIN
     from lucy.memory.retrieval import MemoryIndex
     from lucy.memory.sqlite_store import open_existing_memory
 
     settings = load(data, config, preset, verbose)
-    check_stream_name(stream)
     text = normalise_question(text, what="search text")[0]  # InputError when empty once normalised
-    if start is not None and end is not None and end <= start:
-        raise LucyError(f"--end ({end:g}) must be after --start ({start:g})")
-    require_stream(settings, stream)
-    hits, mode = [], "words only: the stream has no memory yet"
+    start, end = _time_range(start, end, old_start, old_end)
+    streams = _streams_to_search(settings, stream)
+    where = ", ".join(streams) if len(streams) <= 3 else f"{len(streams)} streams"
+    hits, mode = [], "words only: no memory yet"
     memory = open_existing_memory(settings)  # reading never creates a memory store
     try:
-        if memory is not None:
+        if memory is not None and streams:
             embedder = make_embedder(settings)
             if embedder is not None:
-                mode = f"words + meaning ({embedder.name} {embedder.model})"
+                mode = "words + meaning"  # which model is configuration, not news: `lucy config` says it
             elif settings.embedder.backend == "none":
                 mode = "words only: embedder.backend is 'none'"
             else:  # make_embedder logged why
                 mode = f"words only: the {settings.embedder.backend} embedder cannot run on this machine"
             try:
-                hits = MemoryIndex(memory, embedder).search(stream, text, level=level, start=start, end=end,
-                                                            limit=limit)
+                hits = MemoryIndex(memory, embedder).search_streams(streams, text, level=level, start=start, end=end,
+                                                                    limit=limit)
             finally:
                 if embedder is not None:
                     embedder.close()
-        has_memory = memory is not None and memory.count(stream) > 0
+        empty = [name for name in streams if memory is None or memory.count(name) == 0]
     finally:
         if memory is not None:
             memory.close()
     if as_json:
         print(json.dumps([{"stream": h.node.stream, "level": h.node.level, "start": h.node.start,
-                           "end": h.node.end, "text": h.node.text, "score": h.score, "lexical_rank": h.lexical_rank,
-                           "semantic_rank": h.semantic_rank, "similarity": h.similarity, "node_id": h.node.id,
-                           "origin": h.node.origin} for h in hits]))
+                           "end": h.node.end, "text": h.node.text, "snippet": h.snippet, "score": round(h.score, 4),
+                           "lexical_rank": h.lexical_rank, "semantic_rank": h.semantic_rank,
+                           "similarity": h.similarity, "node_id": h.node.id, "origin": h.node.origin} for h in hits]))
     else:
-        print(f"{stream}: {len(hits)} {'match' if len(hits) == 1 else 'matches'} for {text!r}")
+        if hits:
+            print(f"{where}: {len(hits)} {'match' if len(hits) == 1 else 'matches'} for {text!r}")
+        else:
+            print(f"{where or 'no streams'}: no good match for {text!r}")
         print(f"searched by {mode}")
         if not hits:
-            print(f"no memory matches; try other words or `lucy memory --stream {stream}`")
+            look = f"`lucy memory --stream {streams[0]}`" if len(streams) == 1 else "`lucy memory --stream NAME`"
+            print(f"nothing in memory is close enough to show; try other words or {look}")
         for hit in hits:
             node = hit.node
             made = "" if node.origin == INGEST_ORIGIN else f", {node.origin}"
-            print(f"[{clock(node.start)} - {clock(node.end)}] {node.level}{made}  score {hit.score:.3f}")
-            for line in _excerpt(node.text, text, SEARCH_LINES):
-                print(f"    {line}")
-    if not has_memory:
-        note(f"{stream} has no memory yet: {ingest_hint(stream)} captions it")
+            which = f"{node.stream} " if len(streams) > 1 else ""
+            print(f"{which}[{clock(node.start)} - {clock(node.end)}] {node.level}{made}  score {hit.score:.2f}")
+            print(f"    {_shorten(hit.snippet)}")
+    for name in empty:
+        note(f"{name} has no memory yet: {ingest_hint(name)} captions it")
     return 0
+
+
+def _shorten(line: str, width: int = 200) -> str:
+    import textwrap
+
+    return textwrap.shorten(line, width, placeholder=" …") if len(line) > width else line

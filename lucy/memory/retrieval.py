@@ -48,7 +48,25 @@ LEXICAL_WEIGHT = 0.5
 # bench/retrieval.py's tune split: 93% plain, 97% centred (the same for any shrinkage from 0 to 128, and with 10 to
 # 300 distractors); on 30 further pairs written for tuning alone, 54 of 59 either way: a small gain for search.
 CENTRE_PRIOR = 32
+# Relevance, 0-1, is what a person reads as a hit's score and what decides whether it is shown at all (the fused rank
+# above says only which memory is better than which, never whether any is good: the 20th of 20 unrelated memories got
+# 1/80). By meaning: the plain cosine of the search and the memory (from the origin: the centred one ranks well but is
+# relative to whatever the stream holds, and a memory of a few nodes barely moves its centre) mapped linearly from
+# SIMILARITY_ZERO (relevance 0) to SIMILARITY_ONE (1), clipped; by words: the share of the search's content words a
+# memory holds, counted from LEXICAL_COVERAGE up; the two combined as independent evidence,
+# 1 - (1 - meaning) * (1 - LEXICAL_WEIGHT * words). Without vectors (no embedder, or it is down) relevance is the word
+# share alone. A memory is shown when its relevance is at least RELEVANCE_FLOOR, or it holds every content word of the
+# search; a search where none is returns nothing: "no good match". Chosen for the bundled local embedder (its two
+# models' weighted cosine) on bench/retrieval.py's tune halves, among 300 distractors: the floor (a cosine of 0.76) is
+# the highest that keeps every paraphrase target that is found first (110 of 129 queries; 0.78 keeps 109, 0.80 101)
+# and leaves 5 of 20 searches with no good match empty (0.78: 11, 0.80: 16); the test halves are reported by the
+# bench. Half of the targets score 0.7 or more. Another embedder's cosines have another scale.
+SIMILARITY_ZERO = 0.70
+SIMILARITY_ONE = 0.90
+RELEVANCE_FLOOR = 0.3
 CANDIDATES = 100  # nodes each ranking contributes to the fusion
+MEANING_SNIPPETS = 5  # candidates (the best) also measured line by line: their relevance and snippet
+MAX_SNIPPET_LINES = 24  # lines of one node embedded to choose its snippet
 EMBED_BATCH = 64  # texts per embedder call
 RETRY_SECONDS = 30.0  # after a failure, the embedder is left alone this long (searches go by words meanwhile)
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -62,15 +80,53 @@ def content_words(text: str) -> str:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A node found by :meth:`MemoryIndex.search`: its fused score (higher is better), its rank (1-based) in the
-    full-text and in the vector ranking (None where it was not a candidate there), and its cosine similarity to
-    the query, from the stream's centre (None without vectors)."""
+    """A node found by :meth:`MemoryIndex.search`: its relevance (0-1, see :data:`RELEVANCE_FLOOR`), its rank
+    (1-based) in the full-text and in the vector ranking (None where it was not a candidate there), its cosine
+    similarity to the query, from the stream's centre (None without vectors), and the line of its text that matched
+    best (:meth:`MemoryIndex.search` fills it in)."""
 
     node: MemoryNode
     score: float
     lexical_rank: int | None
     semantic_rank: int | None
     similarity: float | None
+    snippet: str = ""
+
+
+def indexed(node: MemoryNode) -> bool:
+    """Whether a node is searched at all: a span's speech node holds no text when nothing was said (it marks the span
+    transcribed), and a node without text matches nothing, but its vector would lie at the centre of every
+    embedding space and come first for any search that has no better match."""
+    return bool(node.text.strip())
+
+
+# Lines that say how a caption was made, not what it saw ("Clip 60.0-118.0 s (coarse look: 5 frames ...)", a section
+# heading such as "Scenes:"): never a hit's snippet.
+_BOILERPLATE = re.compile(r"^(Clip \d[\d.]*\s*-\s*[\d.]+ s\b.*|[\w ,'()-]{1,40}:)$")
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a node's text that say something: stripped, without blank and boilerplate lines (all lines when
+    every one is boilerplate)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = [line for line in lines if not _BOILERPLATE.match(line)]
+    return said or lines
+
+
+def relevance(cosine: float | None, coverage: float) -> float:
+    """A hit's relevance, 0-1, from its plain cosine to the search (None without vectors) and the share of the
+    search's content words it holds (see :data:`RELEVANCE_FLOOR`)."""
+    words = coverage if coverage >= LEXICAL_COVERAGE else 0.0
+    if cosine is None:
+        return words
+    meaning = min(1.0, max(0.0, (cosine - SIMILARITY_ZERO) / (SIMILARITY_ONE - SIMILARITY_ZERO)))
+    return 1.0 - (1.0 - meaning) * (1.0 - LEXICAL_WEIGHT * words)
+
+
+def span_key(node: MemoryNode) -> tuple[str, float, float]:
+    """What makes two nodes copies of one moment: the same stream and time span (to a centisecond), whatever their
+    level or origin (a span's ingest caption, the same span captioned again for a question, its speech)."""
+    return node.stream, round(node.start, 2), round(node.end, 2)
 
 
 class _StreamVectors:
@@ -117,6 +173,7 @@ class MemoryIndex:
         self.embedded = 0  # node texts embedded by this index (not found stored)
         self._cache: OrderedDict[tuple[str, int, str], np.ndarray] = OrderedDict()
         self._queries: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lines: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()  # snippet candidates' vectors
         self._streams: OrderedDict[str, _StreamVectors] = OrderedDict()
         self._limits = (cache_vectors, cache_queries, cache_streams)
         self._lock = threading.Lock()
@@ -238,7 +295,7 @@ class MemoryIndex:
             return 0
         before = self.embedded
         try:
-            self._embed_missing([n for n in nodes if n.id is not None])
+            self._embed_missing([n for n in nodes if n.id is not None and indexed(n)])
         except EmbedderError as err:
             self._failed(err)
         return self.embedded - before
@@ -268,7 +325,8 @@ class MemoryIndex:
             vectors = {int(i): row for i, row in zip(cached.ids, cached.matrix, strict=True) if int(i) in nodes
                        and int(i) not in changed}
             try:
-                vectors.update(self._embed_missing([nodes[i] for i in nodes if i not in vectors]))
+                vectors.update(self._embed_missing([nodes[i] for i in nodes if i not in vectors
+                                                    and indexed(nodes[i])]))
             except EmbedderError as err:
                 self._failed(err)
                 return None
@@ -283,16 +341,20 @@ class MemoryIndex:
         return [n for n in (self.store.node(i) for i in ids) if n is not None and n.stream == stream]
 
     def search(self, stream: str, text: str, *, level: str | None = None, start: float | None = None,
-               end: float | None = None, limit: int = 20) -> list[SearchHit]:
-        """The nodes of ``stream`` (of ``level``, overlapping ``[start, end)`` when given) that best match
-        ``text`` by words and by meaning, best first. Any text is accepted (punctuation, quotes, FTS syntax)."""
+               end: float | None = None, limit: int = 20, floor: bool = True) -> list[SearchHit]:
+        """The nodes of ``stream`` (of ``level``, overlapping ``[start, end)`` when given) that match ``text`` by
+        words or by meaning (:data:`RELEVANCE_FLOOR`; ``floor`` False: every candidate, for tuning), best first, one
+        per time span (the best of a span's copies, :func:`span_key`), each with the line that matched
+        best. Empty: no good match. Any text is accepted (punctuation, quotes, FTS syntax)."""
         words = content_words(text)
         lexical = self.store.search(stream, words, level=level, start=start, end=end, limit=CANDIDATES) \
             if words else []
+        lexical = [(node, score) for node, score in lexical if indexed(node)]
         lexical_rank = {node.id: r for r, (node, _) in enumerate(lexical, 1)}
         nodes = {node.id: node for node, _ in lexical}
         semantic_rank: dict[int, int] = {}
         similarity: dict[int, float] = {}
+        plain: dict[int, float] = {}  # cosine from the origin: whether a node matches at all
         q = self.query_vector(text) if text.strip() else None
         held = None if q is None else self._stream_vectors(stream)
         if q is not None and held is not None and len(held.ids):
@@ -315,16 +377,85 @@ class MemoryIndex:
             for node_id in nodes:
                 if node_id in held.row_of:
                     similarity[node_id] = float(scores[held.row_of[node_id]])
-        covering = set(lexical_rank)  # words only (no embedder, or it is down): their ranking is all there is
-        if semantic_rank:
-            wanted = set(terms(words))
-            covering = {node.id for node, _ in lexical
-                        if len(wanted & set(terms(node.text))) >= LEXICAL_COVERAGE * len(wanted)}
-        fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in covering else 0.0)
+                    plain[node_id] = float(held.matrix[held.row_of[node_id]] @ q)
+        wanted = set(terms(words))
+        coverage = {i: len(wanted & set(terms(nodes[i].text))) / len(wanted) if wanted else 0.0 for i in nodes}
+        semantic = bool(semantic_rank)
+        fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in lexical_rank
+                     and coverage[i] >= LEXICAL_COVERAGE else 0.0)
                  + (1.0 / (RRF_K + semantic_rank[i]) if i in semantic_rank else 0.0) for i in nodes}
-        best = sorted((i for i in fused if fused[i] > 0), key=lambda i: (-fused[i], nodes[i].start))[:limit]
-        return [SearchHit(nodes[i], fused[i], lexical_rank.get(i), semantic_rank.get(i), similarity.get(i))
-                for i in best]
+        lines: dict[int, tuple[list[str], np.ndarray]] = {}
+        if semantic and q is not None:
+            # A caption of many lines (scenes, signs, people...) is a blur of them all, so its cosine to a search for
+            # one of them is low: the best candidates are also measured line by line (see text_lines).
+            for i in sorted(nodes, key=lambda i: -fused[i])[:MEANING_SNIPPETS]:
+                said = text_lines(nodes[i].text)[:MAX_SNIPPET_LINES]
+                vectors = self._line_vectors(said) if len(said) > 1 else None
+                if vectors is not None:
+                    lines[i] = said, vectors @ q
+                    plain[i] = max(plain.get(i, -1.0), float(lines[i][1].max()))
+        scored = {i: relevance(plain.get(i, -1.0) if semantic else None, coverage[i]) for i in nodes}
+        matched = {i for i in nodes if scored[i] >= RELEVANCE_FLOOR or (wanted and coverage[i] >= 1.0)}
+        # Ordered by the fused ranks (what sets a memory apart from the rest of its stream decides, see CENTRE_PRIOR),
+        # so a hit may score a little more than the one before it; the score says how good each is.
+        ranked = sorted((i for i in nodes if scored[i] > 0 and (i in matched or not floor)),
+                        key=lambda i: (-fused[i], -scored[i], nodes[i].start))
+        best: dict[tuple[str, float, float], int] = {}
+        for i in ranked:  # best first, so the first of a span's copies is the one kept
+            best.setdefault(span_key(nodes[i]), i)
+        chosen = list(best.values())[:limit]
+        return [SearchHit(nodes[i], scored[i], lexical_rank.get(i), semantic_rank.get(i), similarity.get(i),
+                          self.snippet(nodes[i].text, text, wanted, lines.get(i)))
+                for i in chosen]
+
+    def search_streams(self, streams: Sequence[str], text: str, *, level: str | None = None,
+                       start: float | None = None, end: float | None = None, limit: int = 20,
+                       floor: bool = True) -> list[SearchHit]:
+        """:meth:`search` over several streams at once: each stream's hits (ranked from its own centre), merged by
+        relevance, which means the same in every stream; at most ``limit`` in all."""
+        hits = [hit for stream in dict.fromkeys(streams)
+                for hit in self.search(stream, text, level=level, start=start, end=end, limit=limit, floor=floor)]
+        return sorted(hits, key=lambda h: (-h.score, h.node.stream, h.node.start))[:limit]
+
+    def snippet(self, node_text: str, query: str, wanted: set[str] | None = None,
+                measured: tuple[list[str], np.ndarray] | None = None) -> str:
+        """The line of ``node_text`` that matches ``query`` best: the one holding most of its content words, else
+        the one nearest in meaning (``measured``: lines and their cosines to the query, as :meth:`search` has them),
+        else the first line that is not boilerplate."""
+        lines = text_lines(node_text)
+        if len(lines) <= 1:
+            return lines[0] if lines else ""
+        if wanted is None:
+            wanted = set(terms(content_words(query)))
+        found = [len(wanted & set(terms(line))) for line in lines]
+        if max(found) > 0:
+            return lines[found.index(max(found))]
+        if measured is not None:
+            said, cosines = measured
+            return said[int(np.argmax(cosines))]
+        return lines[0]
+
+    def _line_vectors(self, lines: list[str]) -> np.ndarray | None:
+        """Unit vectors of caption lines (cached: the same lines come back in search after search)."""
+        assert self.embedder is not None
+        model = self.embedder.model
+        with self._lock:
+            todo = [line for line in dict.fromkeys(lines) if (model, line) not in self._lines]
+        if todo:
+            try:
+                matrix = self.embedder.embed_passages(todo)
+            except EmbedderError as err:
+                self._failed(err)
+                return None
+            with self._lock:
+                self._lines.update({(model, line): row for line, row in zip(todo, matrix, strict=True)})
+                while len(self._lines) > self._limits[1] * 16:
+                    self._lines.popitem(last=False)
+        with self._lock:
+            found = [self._lines.get((model, line)) for line in lines]
+        if any(v is None for v in found):  # dropped by a concurrent search's additions: rare, no snippet by meaning
+            return None
+        return np.stack(found)  # type: ignore[arg-type]
 
 
 class IndexWriter(MemoryObserver):

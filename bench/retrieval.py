@@ -21,6 +21,11 @@ captions, the first pairs' and ``--haystack`` distractors. Their first run chose
 run only once the default was chosen. 29 test queries put the target's line between two neighbouring counts; the
 target is read on the whole test split, (a)'s test half and these together (179 queries).
 
+(c) No good match: ``NO_MATCH``'s searches, for what memory never shows, asked of (a4)'s memory; printed, for its
+tune and test halves, how many return nothing (as a search should) and how many still list something. The floor that
+decides (``lucy.memory.retrieval.RELEVANCE_FLOOR``) was chosen on the tune halves of these and of the paraphrase pairs;
+(a)'s and (a4)'s "hybrid, no floor" rows show what the floor costs paraphrase top-1.
+
 (b) Latency. A synthetic 24-hour memory (1,440 coarse, 8,640 fine, ~1,000 ultra_fine nodes of caption-like text)
 in a temporary SQLite store: embedding it all once (nodes/s), then p50/p95 of 200 searches, full-text only (the
 baseline, measured in the same run) and hybrid, in ms and as a ratio to the baseline.
@@ -44,7 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from retrieval_sets import BLIND_TEST, BLIND_TUNE, MORE_TUNE, PAIRS  # bench/ is on the path when run as a script
+from retrieval_sets import BLIND_TEST, BLIND_TUNE, MORE_TUNE, NO_MATCH, PAIRS  # bench/ is on the path as a script
 
 from lucy.config.settings import LocalEmbedderSettings
 from lucy.memory.embedders.local import LocalEmbedder
@@ -109,9 +114,10 @@ def top_k(rank: Callable[[str], list[int]], queries: list[tuple[int, str]]) -> t
 
 
 def ranked(embedder: LocalEmbedder, others: list[LocalEmbedder], splits: dict[str, list[tuple[str, str]]],
-           captions: list[str], haystack: int, seed: int) -> Table:
+           captions: list[str], haystack: int, seed: int, no_match: dict[str, list[str]] | None = None) -> Table:
     """Top-1 and top-3 of each method on each split's (caption, query) pairs, with ``captions`` (every split's
-    targets, and any others) among ``haystack`` generated distractors in one stream; printed as a table."""
+    targets, and any others) among ``haystack`` generated distractors in one stream; printed as a table. Then (c)
+    for ``no_match``'s splits of searches."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="lucy-retrieval-") as tmp:
         store = SQLiteMemoryStore(Path(tmp) / "memory.sqlite")
@@ -144,6 +150,7 @@ def ranked(embedder: LocalEmbedder, others: list[LocalEmbedder], splits: dict[st
             "full-text only": lambda q: [h.node.id for h in words.search("bench", q, limit=3)],
             "vector only": vector_rank(hybrid),
             "hybrid": lambda q: [h.node.id for h in hybrid.search("bench", q, limit=3)],
+            "hybrid, no floor": lambda q: [h.node.id for h in hybrid.search("bench", q, limit=3, floor=False)],
         }
         for other in others:  # vector only, by the local embedder's other choices of models (for comparison)
             methods[f"  {'+'.join(other.settings.models)}"] = vector_rank(MemoryIndex(store, other))
@@ -153,6 +160,10 @@ def ranked(embedder: LocalEmbedder, others: list[LocalEmbedder], splits: dict[st
         for name, rank in methods.items():
             table[name] = {split: top_k(rank, qs) for split, qs in queries.items()}
             print(f"    {name:<16} " + " ".join(f"{table[name][s][k]:>11.1%}" for s in splits for k in (0, 1)))
+        for name, searches in (no_match or {}).items():
+            found = [len(hybrid.search("bench", q)) for q in searches]
+            print(f"    (c) no good match, {name}: {found.count(0)} of {len(searches)} searches return nothing; the "
+                  f"others list {sorted(n for n in found if n)} results")
         every = [q for pairs in splits.values() for _, q in pairs]
         changed = sum(cosine_rank(q, matrix)[:1] != cosine_rank(q, half)[:1] for q in every)
         print(f"    float16 storage: {changed} of {len(every)} top-1 results would change "
@@ -172,12 +183,12 @@ def paraphrases(embedder: LocalEmbedder, others: list[LocalEmbedder], haystack: 
 
 
 def blind(embedder: LocalEmbedder, others: list[LocalEmbedder], haystack: int, seed: int, name: str,
-          pairs: list[tuple[str, str]]) -> Table:
+          pairs: list[tuple[str, str]], no_match: dict[str, list[str]] | None = None) -> Table:
     """(a3), (a4): pairs written blind, among their captions, the first pairs' and ``haystack`` distractors."""
     check_pairs(pairs)
     captions = [c for c, _ in PAIRS + pairs]
     print(f"    {len(pairs)} queries among {len(captions) + haystack} captions ({haystack} generated distractors)")
-    return ranked(embedder, others, {name: pairs}, captions, haystack, seed)
+    return ranked(embedder, others, {name: pairs}, captions, haystack, seed, no_match)
 
 
 def paraphrase_target(first: Table, second: Table) -> bool:
@@ -310,7 +321,9 @@ def main() -> int:
         print("(a3) tuning only: pairs written blind as a test split, tuning material since their first run")
         blind(embedder, others, args.haystack, args.seed, "blind", BLIND_TUNE)
     print("(a4) the test split's second half: pairs written blind, never used to choose anything")
-    ok = paraphrase_target(first, blind(embedder, others, args.haystack, args.seed, "test2", BLIND_TEST))
+    print("(c) searches with no good match are asked of (a4)'s memory: tune and test halves")
+    ok = paraphrase_target(first, blind(embedder, others, args.haystack, args.seed, "test2", BLIND_TEST,
+                                        {"tune": NO_MATCH[0::2], "test": NO_MATCH[1::2]}))
     for other in others:
         other.close()
     if not args.skip_latency:

@@ -30,17 +30,20 @@ def memory_page(svc: Service, name: str, *, level: str | None, start: float, end
     return {"stream": name, "level": level, "start": start, "end": end, "nodes": nodes, "truncated": truncated}
 
 
-def search_page(svc: Service, name: str, query: str, *, level: str | None, start: float | None,
+def search_page(svc: Service, names: list[str], query: str, *, level: str | None, start: float | None,
                 end: float | None, limit: int) -> dict[str, Any]:
-    """The memory nodes that best match ``query`` (by words, and by meaning when the server has an embedder),
-    best first, each with the URL of its frame at its middle time."""
-    hits = svc.index.search(name, query, level=level, start=start, end=end, limit=limit)
-    frame_at = frame_urls(svc, name)
-    return {"stream": name, "query": query, "semantic": svc.index.available,
-            "hits": [{"node_id": h.node.id, "level": h.node.level, "start": h.node.start, "end": h.node.end,
-                      "text": h.node.text, "origin": h.node.origin, "score": h.score, "lexical_rank": h.lexical_rank,
-                      "semantic_rank": h.semantic_rank, "similarity": h.similarity,
-                      "frame_url": frame_at((h.node.start + h.node.end) / 2)} for h in hits]}
+    """The memory nodes of the streams ``names`` that match ``query`` well enough (by words, and by meaning when the
+    server has an embedder; see :data:`lucy.memory.retrieval.RELEVANCE_FLOOR`), best first, one per time span, each
+    with the line that matched and the URL of its frame at its middle time. ``no_match``: none is close enough."""
+    hits = svc.index.search_streams(names, query, level=level, start=start, end=end, limit=limit)
+    frame_at = {name: frame_urls(svc, name) for name in {h.node.stream for h in hits}}
+    return {"stream": names[0] if len(names) == 1 else None, "streams": names, "query": query,
+            "semantic": svc.index.available, "no_match": not hits,
+            "hits": [{"stream": h.node.stream, "node_id": h.node.id, "level": h.node.level, "start": h.node.start,
+                      "end": h.node.end, "text": h.node.text, "snippet": h.snippet, "origin": h.node.origin,
+                      "score": round(h.score, 4), "lexical_rank": h.lexical_rank, "semantic_rank": h.semantic_rank,
+                      "similarity": h.similarity,
+                      "frame_url": frame_at[h.node.stream]((h.node.start + h.node.end) / 2)} for h in hits]}
 
 
 def frame_urls(svc: Service, name: str) -> Callable[[float], str | None]:

@@ -190,13 +190,18 @@ class MemoryOut(BaseModel):
 class SearchHitOut(BaseModel):
     """One memory node that matches a search, with how it matched."""
 
+    stream: str
     node_id: int | None
     level: str
     start: float
     end: float
     text: str
+    snippet: str = Field(description="The line of the text that matched best (boilerplate header lines skipped).")
     origin: str
-    score: float = Field(description="Fused relevance; higher is better.")
+    score: float = Field(description="Relevance from 0 to 1: closeness in meaning (the cosine of the search and the "
+                                     "text or its best line, mapped linearly from 0.70 to 0.90) combined with the "
+                                     "share of the search's words the text holds; below 0.3 a hit is not returned "
+                                     "unless it holds every word.")
     lexical_rank: int | None = Field(description="Rank among the word matches (1: best; None: no word matched).")
     semantic_rank: int | None = Field(description="Rank by meaning (None: not among the nearest, or words only).")
     similarity: float | None = Field(description="Cosine similarity of the query and the text (None: words only).")
@@ -206,10 +211,12 @@ class SearchHitOut(BaseModel):
 
 
 class SearchOut(BaseModel):
-    stream: str
+    stream: str | None = Field(description="The stream searched (None when several were).")
+    streams: list[str] = Field(description="Every stream searched.")
     query: str
     semantic: bool = Field(description="Whether hits were also ranked by meaning (False: by words only).")
-    hits: list[SearchHitOut]
+    no_match: bool = Field(description="True when nothing in memory matches well enough: hits is empty.")
+    hits: list[SearchHitOut] = Field(description="Best first, one per stream and time span.")
 
 
 class ModelCard(BaseModel):

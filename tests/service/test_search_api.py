@@ -17,8 +17,8 @@ from lucy.service.errors import NotFound
 from lucy.service.memory_pages import frame_urls
 from tests.service.conftest import LucyServer
 
-HIT_KEYS = {"node_id", "level", "start", "end", "text", "origin", "score", "lexical_rank", "semantic_rank",
-            "similarity", "frame_url"}
+HIT_KEYS = {"stream", "node_id", "level", "start", "end", "text", "snippet", "origin", "score", "lexical_rank",
+            "semantic_rank", "similarity", "frame_url"}
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +36,39 @@ def test_search_finds_a_caption_by_its_words(shared_server: LucyServer, shop: st
         r = c.get(f"/v1/streams/{shop}/search", params={"q": "store closes"})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["stream"] == shop and body["query"] == "store closes"
+    assert body["stream"] == shop and body["streams"] == [shop] and body["query"] == "store closes"
+    assert body["no_match"] is False
     hits = body["hits"]
     assert hits and all(set(h) == HIT_KEYS for h in hits)
     best = hits[0]  # either span that shows the sign (their similarities to the words differ by a thousandth)
     assert "STORE CLOSES" in best["text"] and best["start"] in (60.0, 120.0) and best["level"] == "coarse"
     assert {h["start"] for h in hits[:2]} == {60.0, 120.0} and {h["lexical_rank"] for h in hits[:2]} == {1, 2}
     assert best["origin"] == "ingest" and isinstance(best["node_id"], int)
-    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    assert all(0.3 <= h["score"] <= 1 for h in hits)  # relevance, 0-1, at least the floor
+    assert all(0 < h["score"] <= 1 for h in hits) and "STORE CLOSES" in best["snippet"]
+    assert len({(h["start"], h["end"]) for h in hits}) == len(hits)  # one result per span
+
+
+def test_search_says_when_nothing_matches(shared_server: LucyServer, shop: str) -> None:
+    with shared_server.client() as c:
+        for path in (f"/v1/streams/{shop}/search", "/v1/search"):
+            body = c.get(path, params={"q": "an elephant bathing in a swimming pool"}).json()
+            assert body["hits"] == [] and body["no_match"] is True, path
+
+
+def test_search_across_streams(shared_server: LucyServer, shop: str) -> None:
+    with shared_server.client() as c:
+        body = c.get("/v1/search", params={"q": "store closes"}).json()
+        assert body["stream"] is None or body["streams"] == [shop]
+        assert shop in body["streams"] and any(h["stream"] == shop for h in body["hits"])
+        some = c.get("/v1/search", params={"q": "store closes", "streams": f"{shop}, {shop}"}).json()
+        assert some["streams"] == [shop] and some["hits"] and {h["stream"] for h in some["hits"]} == {shop}
+        assert some["hits"] == c.get(f"/v1/streams/{shop}/search", params={"q": "store closes"}).json()["hits"]
+        r = c.get("/v1/search", params={"q": "store", "streams": f"{shop},nope"})
+        assert r.status_code == 404 and "nope" in r.json()["detail"]
+        for params in ({"q": "store", "streams": " , "}, {"q": "store", "from": 50, "to": 10}, {"q": " "}):
+            r = c.get("/v1/search", params=params)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", params
 
 
 def test_search_finds_a_caption_by_its_meaning(shared_server: LucyServer, shop: str) -> None:
@@ -55,7 +80,6 @@ def test_search_finds_a_caption_by_its_meaning(shared_server: LucyServer, shop: 
     best = body["hits"][0]  # no word in common with the sign: found by meaning alone
     # either span that shows the sign (OCR reads it "STORE CLOSESAT9PM" in one, whole in the other), not the first
     assert "STORE CLOSES" in best["text"] and best["start"] in (60.0, 120.0)
-    assert body["hits"][-1]["start"] == 0.0
     assert best["lexical_rank"] is None and best["semantic_rank"] == 1 and 0 < best["similarity"] <= 1
 
 
@@ -66,9 +90,11 @@ def test_search_filters(shared_server: LucyServer, shop: str) -> None:
             assert r.status_code == 200, r.text
             return r.json()["hits"]
 
-        early = hits(end=60)
-        assert early and all(h["start"] < 60 for h in early)
+        early = hits(to=60)
+        assert all(h["start"] < 60 for h in early)
         assert not any("STORE CLOSES" in h["text"] for h in early)  # the sign shows from 100 s
+        assert hits(end=60) == early  # the names of before
+        assert all(h["end"] > 120 for h in hits(**{"from": 120}))
         assert all(h["end"] > 120 for h in hits(start=120))
         assert hits(level="coarse") and all(h["level"] == "coarse" for h in hits(level="coarse"))
         assert hits(level="speech") == []  # the video has no sound

@@ -46,29 +46,60 @@ async def get_memory(
                                    limit=limit, latest=latest)
 
 
-@router.get("/v1/streams/{name}/search", response_model=SearchOut,
-            summary="Memory nodes that match some words (and their meaning), best first")
-async def search_memory(
-    name: str, request: Request,
-    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.",
-                            examples=["orange shapes"])],
-    level: Annotated[str | None, Query(description=f"{LEVEL_NAMES_HELP}, or {SPEECH_LEVEL} (default: all).")] = None,
-    start: Annotated[float | None, Query(ge=0, description="Media seconds: nodes ending after it.")] = None,
-    end: Annotated[float | None, Query(gt=0, description="Media seconds: nodes starting before it.")] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-) -> dict[str, Any]:
-    svc = service(request)
+Q = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.",
+                         examples=["orange shapes"])]
+LevelQ = Annotated[str | None, Query(description=f"{LEVEL_NAMES_HELP}, or {SPEECH_LEVEL} (default: all).")]
+FromQ = Annotated[float | None, Query(alias="from", ge=0, description="Media seconds: nodes ending after it.")]
+ToQ = Annotated[float | None, Query(alias="to", gt=0, description="Media seconds: nodes starting before it.")]
+# The names this route had before it took the memory route's from/to: kept, out of the documentation.
+StartQ = Annotated[float | None, Query(ge=0, include_in_schema=False)]
+EndQ = Annotated[float | None, Query(gt=0, include_in_schema=False)]
+LimitQ = Annotated[int, Query(ge=1, le=100)]
+
+
+def _search_request(q: str, level: str | None, start: float | None, end: float | None) -> str:
+    """The query normalised, once its filters are checked (422 otherwise)."""
     query = normalise_line(q)  # NFC, no invisible or control characters: what is typed is what is searched
     if not query:
         raise InvalidRequest("q is empty: say what to look for")
     if (start is not None and not math.isfinite(start)) or (end is not None and not math.isfinite(end)):
-        raise InvalidRequest("start and end must be finite numbers of seconds")
+        raise InvalidRequest("from and to must be finite numbers of seconds")
     if start is not None and end is not None and end <= start:
-        raise InvalidRequest(f"empty time range: end ({end:g}) must be after start ({start:g})")
+        raise InvalidRequest(f"empty time range: to ({end:g}) must be after from ({start:g})")
     if level is not None and level != SPEECH_LEVEL and not is_level_name(level):
         raise InvalidRequest(f"unknown level {level!r}: use {LEVEL_NAMES_HELP}, or {SPEECH_LEVEL}")
+    return query
+
+
+@router.get("/v1/streams/{name}/search", response_model=SearchOut,
+            summary="A stream's memory nodes that match some words (and their meaning), best first")
+async def search_memory(name: str, request: Request, q: Q, level: LevelQ = None, start_at: FromQ = None,
+                        end_at: ToQ = None, start: StartQ = None, end: EndQ = None,
+                        limit: LimitQ = 20) -> dict[str, Any]:
+    svc = service(request)
+    start, end = start_at if start_at is not None else start, end_at if end_at is not None else end
+    query = _search_request(q, level, start, end)
     await asyncio.to_thread(svc.manager.require, name)
-    return await asyncio.to_thread(memory_pages.search_page, svc, name, query, level=level, start=start, end=end,
+    return await asyncio.to_thread(memory_pages.search_page, svc, [name], query, level=level, start=start, end=end,
+                                   limit=limit)
+
+
+@router.get("/v1/search", response_model=SearchOut,
+            summary="Memory nodes of every stream (or of some) that match some words (and their meaning), best first")
+async def search_all(request: Request, q: Q,
+                     streams: Annotated[str | None, Query(description="Comma-separated stream names (default: "
+                                                                      "every stream).", examples=["door,yard"])] = None,
+                     level: LevelQ = None, start: FromQ = None, end: ToQ = None, limit: LimitQ = 20) -> dict[str, Any]:
+    svc = service(request)
+    query = _search_request(q, level, start, end)
+    if streams is None:
+        names = await asyncio.to_thread(svc.manager.names)
+    else:
+        wanted = list(dict.fromkeys(n.strip() for n in streams.split(",") if n.strip()))
+        if not wanted:
+            raise InvalidRequest("streams names no stream: give names separated by commas, or leave it out")
+        names = [await asyncio.to_thread(svc.manager.require, n) for n in wanted]
+    return await asyncio.to_thread(memory_pages.search_page, svc, names, query, level=level, start=start, end=end,
                                    limit=limit)
 
 

@@ -50,13 +50,15 @@ LEXICAL_WEIGHT = 0.5
 CENTRE_PRIOR = 32
 # Relevance, 0-1, is what a person reads as a hit's score and what decides whether it is shown at all (the fused rank
 # above says only which memory is better than which, never whether any is good: the 20th of 20 unrelated memories got
-# 1/80). By meaning: the plain cosine of the search and the memory (from the origin: the centred one ranks well but is
-# relative to whatever the stream holds, and a memory of a few nodes barely moves its centre) mapped linearly from
+# 1/80). By meaning: the plain cosine of the search and the memory, or of its best line for the few best candidates
+# (from the origin: the centred one ranks well but is relative to whatever the stream holds, and a memory of a few
+# nodes barely moves its centre; a caption of many lines is a blur of them, its best line is not) mapped linearly from
 # SIMILARITY_ZERO (relevance 0) to SIMILARITY_ONE (1), clipped; by words: the share of the search's content words a
 # memory holds, counted from LEXICAL_COVERAGE up; the two combined as independent evidence,
-# 1 - (1 - meaning) * (1 - LEXICAL_WEIGHT * words). Without vectors (no embedder, or it is down) relevance is the word
-# share alone. A memory is shown when its relevance is at least RELEVANCE_FLOOR, or it holds every content word of the
-# search; a search where none is returns nothing: "no good match". Chosen for the bundled local embedder (its two
+# 1 - (1 - meaning) * (1 - LEXICAL_WEIGHT * words). A memory is shown when its relevance is at least RELEVANCE_FLOOR,
+# or it holds every content word of the search; without vectors (no embedder, or it is down) relevance is the word
+# share, and a memory is shown when it holds at least LEXICAL_COVERAGE of them. A search where none is shown returns
+# nothing: "no good match". The order is the fused ranks'. Chosen for the bundled local embedder (its two
 # models' weighted cosine) on bench/retrieval.py's tune halves, among 300 distractors: the floor (a cosine of 0.76) is
 # the highest that keeps every paraphrase target that is found first (110 of 129 queries; 0.78 keeps 109, 0.80 101)
 # and leaves 5 of 20 searches with no good match empty (0.78: 11, 0.80: 16); the test halves are reported by the
@@ -116,9 +118,9 @@ def text_lines(text: str) -> list[str]:
 def relevance(cosine: float | None, coverage: float) -> float:
     """A hit's relevance, 0-1, from its plain cosine to the search (None without vectors) and the share of the
     search's content words it holds (see :data:`RELEVANCE_FLOOR`)."""
-    words = coverage if coverage >= LEXICAL_COVERAGE else 0.0
     if cosine is None:
-        return words
+        return coverage
+    words = coverage if coverage >= LEXICAL_COVERAGE else 0.0
     meaning = min(1.0, max(0.0, (cosine - SIMILARITY_ZERO) / (SIMILARITY_ONE - SIMILARITY_ZERO)))
     return 1.0 - (1.0 - meaning) * (1.0 - LEXICAL_WEIGHT * words)
 
@@ -381,8 +383,9 @@ class MemoryIndex:
         wanted = set(terms(words))
         coverage = {i: len(wanted & set(terms(nodes[i].text))) / len(wanted) if wanted else 0.0 for i in nodes}
         semantic = bool(semantic_rank)
+        # With vectors, a word match counts only where it covers enough of the search (see LEXICAL_COVERAGE).
         fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in lexical_rank
-                     and coverage[i] >= LEXICAL_COVERAGE else 0.0)
+                     and (coverage[i] >= LEXICAL_COVERAGE or not semantic) else 0.0)
                  + (1.0 / (RRF_K + semantic_rank[i]) if i in semantic_rank else 0.0) for i in nodes}
         lines: dict[int, tuple[list[str], np.ndarray]] = {}
         if semantic and q is not None:
@@ -395,10 +398,11 @@ class MemoryIndex:
                     lines[i] = said, vectors @ q
                     plain[i] = max(plain.get(i, -1.0), float(lines[i][1].max()))
         scored = {i: relevance(plain.get(i, -1.0) if semantic else None, coverage[i]) for i in nodes}
-        matched = {i for i in nodes if scored[i] >= RELEVANCE_FLOOR or (wanted and coverage[i] >= 1.0)}
+        matched = {i for i in nodes if (scored[i] >= RELEVANCE_FLOOR if semantic else coverage[i] >= LEXICAL_COVERAGE)
+                   or (wanted and coverage[i] >= 1.0)}
         # Ordered by the fused ranks (what sets a memory apart from the rest of its stream decides, see CENTRE_PRIOR),
         # so a hit may score a little more than the one before it; the score says how good each is.
-        ranked = sorted((i for i in nodes if scored[i] > 0 and (i in matched or not floor)),
+        ranked = sorted((i for i in nodes if (scored[i] > 0 and i in matched) or (not floor and fused[i] > 0)),
                         key=lambda i: (-fused[i], -scored[i], nodes[i].start))
         best: dict[tuple[str, float, float], int] = {}
         for i in ranked:  # best first, so the first of a span's copies is the one kept

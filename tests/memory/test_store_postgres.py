@@ -349,7 +349,9 @@ def test_hybrid_search_over_the_store(memory):
                              coarse(120, 180, "The counter is empty; a ceiling lamp flickers above the lift."),
                              coarse(180, 240, "Rain falls on the car park.")])
     index = MemoryIndex(memory, ConceptEmbedder())
-    assert MemoryIndex(memory, None).search("cam", "the lady behind the counter smiling")[0].node.id == nodes[2].id
+    words = MemoryIndex(memory, None)
+    assert words.search("cam", "the lady behind the counter smiling") == []  # one word of four: no good match
+    assert words.search("cam", "the lady behind the counter smiling", floor=False)[0].node.id == nodes[2].id
     hits = index.search("cam", "the lady behind the counter smiling")
     assert hits[0].node.id == nodes[0].id and hits[0].similarity == pytest.approx(1.0, abs=0.01)
     assert memory.vectors("concepts-1", [n.id for n in nodes]).keys() == {n.id for n in nodes}  # stored once made

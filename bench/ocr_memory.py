@@ -23,7 +23,8 @@ from PIL import Image
 from lucy.perception.ocr import RapidOcrEngine
 from lucy.synth.video import PALETTE, FramePainter, Overlay, Scene
 
-WORDS = "PLATFORM EXIT GATE TICKETS DEPARTURES NORTH SOUTH LIFT STAIRS CAFE 14:05 7B TRAIN BUS TO CITY CENTRE".split()
+WORDS = ["PLATFORM", "EXIT", "GATE", "TICKETS", "DEPARTURES", "NORTH", "SOUTH", "LIFT", "STAIRS", "CAFE", "14:05", "7B",
+         "TRAIN", "BUS", "TO", "CITY", "CENTRE"]
 SIZES = [(640, 360), (480, 270), (320, 180), (1280, 720), (960, 540), (800, 450), (560, 315)]
 
 

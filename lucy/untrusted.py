@@ -70,9 +70,15 @@ def normalise_question(question: str, options: Iterable[str] = (), *,
     for option in cleaned:
         key = option.casefold()
         if key in seen:
-            raise InputError(f"the options {seen[key]!r} and {option!r} are the same: every option must differ")
+            raise InputError(f"the options {_shown(seen[key])} and {_shown(option)} are the same: every option "
+                             "must differ")
         seen[key] = option
     return text, cleaned
+
+
+def _shown(option: str, chars: int = 60) -> str:
+    """An option as an error message quotes it: cut (an ellipsis marks the cut), never a whole long text."""
+    return repr(option if len(option) <= chars else option[:chars - 1] + "…")
 
 
 def strip_nul(text: str) -> str:

@@ -37,6 +37,9 @@ def test_options_are_normalised_and_duplicates_refused():
             normalise_question("Which colour?", options)
     with pytest.raises(InputError, match="option is empty"):
         normalise_question("Which colour?", ["Red", "\u2060"])
+    with pytest.raises(InputError) as refused:  # a long option is quoted cut, not whole
+        normalise_question("Which plate?", ["y" * 5000, "Y" * 5000])
+    assert len(str(refused.value)) < 200 and "…" in str(refused.value)
 
 
 def test_video_text_cannot_close_a_block_or_take_a_role():

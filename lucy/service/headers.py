@@ -5,9 +5,9 @@ URLs (stream names, questions) must not leak to other sites in ``Referer``.
 The dashboard loads only its own files (``/static/``: no inline script or style, no other origin), so its policy
 is ``default-src 'self'``, with ``data:`` and ``blob:`` images for the frames it draws. The API's ``/docs`` and
 ``/redoc`` pages (:mod:`lucy.service.routes.docs`) load Swagger UI / ReDoc from here too; Swagger starts with an
-inline script, which the page's own policy allows by its hash (:func:`docs_policy`), still never framed. A pure ASGI middleware,
-like :class:`lucy.service.auth.TokenGuard`, so streamed answers (SSE) pass through untouched; it runs outermost,
-so that refusals by the other guards carry the headers too.
+inline script, which the page's own policy allows by its hash (:func:`docs_policy`), still never framed. A pure ASGI
+middleware, like :class:`lucy.service.auth.TokenGuard`, so streamed answers (SSE) pass through untouched; it runs
+outermost, so that refusals by the other guards carry the headers too.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ CSP = ("default-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'; 
 # (styled-components) and parses the spec in a web worker made from a blob; both draw images from data: URLs.
 # A page's inline scripts are allowed by hash (docs_policy); the default allows none.
 DOCS_CSP = ("default-src 'self'; script-src 'self'{hashes}; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'none'; object-src 'none'; base-uri 'none'; form-action 'self'")
+            "img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'none'; object-src 'none'; "
+            "base-uri 'none'; form-action 'self'")
 DOCS_PATHS = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})
 COMMON = ((b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
           (b"referrer-policy", b"no-referrer"))

@@ -315,7 +315,7 @@ class RapidOcrEngine:
             "Det.limit_side_len": 640, "Det.limit_type": "max",
             # One text line per recogniser run, not six padded to the widest: a batch of long lines needed ~280 MiB
             # at its peak, one line ~120 MiB (measured on 640x360 and 720p frames with four 43-character lines); on
-            # 97 generated frames it read 4 lines better (no "CITYTRAIN" for "CITY TRAIN") and dropped 3 junk lines
+            # 97 generated frames it read 4 lines better (two words no longer run together) and dropped 3 junk lines
             # below the floor, with less CPU (no padding: 113 against 124-159 ms per frame).
             "Rec.rec_batch_num": 1,
             "EngineConfig.onnxruntime.intra_op_num_threads": 1,

@@ -6,32 +6,19 @@ import time
 
 from lucy.config import Level
 from lucy.ingest.frames import Clip
-from lucy.memory.captioners.base import Captioner
+from lucy.memory.captioners.base import Captioner, WrappingCaptioner
 from lucy.memory.captioners.guard import CaptionerUnavailable
 from lucy.memory.nodes import Caption
 from lucy.metrics.stats import CaptionCall, CaptionCallObserver
 
 
-class MeteredCaptioner(Captioner):
+class MeteredCaptioner(WrappingCaptioner):
     """Wraps any :class:`Captioner`; each request it makes becomes one :class:`CaptionCall` for ``observer`` (a
     :class:`lucy.metrics.CaptionCallStats`, or a stream worker's pipe to the server)."""
 
     def __init__(self, inner: Captioner, observer: CaptionCallObserver) -> None:
         self.inner = inner
         self.observer = observer
-
-    # read from the captioner wrapped when asked, not copied: a guarded one is made on its first caption
-    @property  # type: ignore[override]
-    def name(self) -> str:
-        return self.inner.name
-
-    @property  # type: ignore[override]
-    def model(self) -> str:
-        return self.inner.model
-
-    @property  # type: ignore[override]
-    def hears(self) -> bool:
-        return self.inner.hears
 
     async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
         """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""

@@ -35,3 +35,22 @@ class Captioner(ABC):
 
     async def aclose(self) -> None:
         """Release clients and connections."""
+
+
+class WrappingCaptioner(Captioner):
+    """A captioner that passes requests on to ``inner`` (a guard, a meter): its name, model and whether it hears are
+    the inner captioner's, read when asked rather than copied, since a guarded one is made on its first caption."""
+
+    inner: Captioner
+
+    @property  # type: ignore[override]
+    def name(self) -> str:
+        return self.inner.name
+
+    @property  # type: ignore[override]
+    def model(self) -> str:
+        return self.inner.model
+
+    @property  # type: ignore[override]
+    def hears(self) -> bool:
+        return self.inner.hears

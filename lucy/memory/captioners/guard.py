@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from lucy.config import Level
 from lucy.ingest.frames import Clip
-from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.captioners.base import Captioner, CaptionerError, WrappingCaptioner
 from lucy.memory.nodes import Caption
 
 
@@ -28,7 +28,7 @@ class CaptionerUnavailable(CaptionerError):
     """The captioner failed repeatedly just now; nothing was sent (the breaker is open)."""
 
 
-class GuardedCaptioner(Captioner):
+class GuardedCaptioner(WrappingCaptioner):
     """Wraps a captioner shared by many questions: in-flight cap, per-call deadline, circuit breaker.
 
     ``inner`` may be a function that makes it: then it is made when first needed (most questions are answered
@@ -48,25 +48,13 @@ class GuardedCaptioner(Captioner):
         self._open_until = 0.0
         self._probing = False
 
-    @property
+    @property  # type: ignore[override]
     def inner(self) -> Captioner:
         """The captioner guarded (made now if it was given as a function)."""
         if self._inner is None:
             assert self._make is not None
             self._inner = self._make()
         return self._inner
-
-    @property  # type: ignore[override]  (read from the captioner guarded, which may not be made yet)
-    def name(self) -> str:
-        return self.inner.name
-
-    @property  # type: ignore[override]
-    def model(self) -> str:
-        return self.inner.model
-
-    @property  # type: ignore[override]
-    def hears(self) -> bool:
-        return self.inner.hears
 
     @property
     def available(self) -> bool:

@@ -401,7 +401,8 @@ class CoarseBuilder:
         t = self.span_seconds
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._wake.wait()
             except TimeoutError:
                 pass  # look anyway: the frame store may have grown without a notification
             self._wake.clear()
@@ -547,9 +548,8 @@ class CoarseBuilder:
             self.stats.in_flight += 1
             try:
                 heard = {} if transcript is None else {"transcript": transcript}
-                caption = await asyncio.wait_for(
-                    self.captioner.describe(clip, self.instruction, level=self.level, **heard),
-                    self.settings.memory.caption_timeout_seconds)
+                async with asyncio.timeout(self.settings.memory.caption_timeout_seconds):
+                    caption = await self.captioner.describe(clip, self.instruction, level=self.level, **heard)
                 return caption, ""
             except (CaptionerError, TimeoutError) as err:
                 return None, str(err) or type(err).__name__

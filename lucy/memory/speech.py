@@ -213,8 +213,8 @@ class SpeechWorker:
             began = time.monotonic()
             self.stats.in_flight += 1
             try:
-                lines = await asyncio.wait_for(self.transcriber.transcribe(clip),  # type: ignore[arg-type]
-                                               self.settings.transcriber.timeout_seconds)
+                async with asyncio.timeout(self.settings.transcriber.timeout_seconds):
+                    lines = await self.transcriber.transcribe(clip)  # type: ignore[arg-type]
             except (TranscriberError, TimeoutError) as err:
                 error = str(err) or type(err).__name__
             else:

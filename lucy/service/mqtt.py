@@ -376,7 +376,7 @@ class MqttBridge:
         client = self._client
         if client is not None and self.connected:
             try:
-                await asyncio.wait_for(client.publish(self.availability_topic, OFFLINE, qos=self.settings.qos,
-                                                      retain=True), PUBLISH_TIMEOUT_SECONDS)
+                async with asyncio.timeout(PUBLISH_TIMEOUT_SECONDS):
+                    await client.publish(self.availability_topic, OFFLINE, qos=self.settings.qos, retain=True)
             except (aiomqtt.MqttError, TimeoutError) as err:
                 log.warning("mqtt: could not publish offline: %s", err)

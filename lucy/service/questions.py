@@ -183,7 +183,8 @@ class QuestionService:
                 try:
                     while True:
                         try:
-                            kind, value = await asyncio.wait_for(out.get(), max(0.0, deadline - time.monotonic()))
+                            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                                kind, value = await out.get()
                         except TimeoutError:
                             raise TimedOut(f"no answer within {timeout:g} s (service.question_timeout_seconds)") \
                                 from None
@@ -288,7 +289,8 @@ class _slot:
 
     async def __aenter__(self) -> None:
         try:
-            await asyncio.wait_for(self.semaphore.acquire(), max(0.0, self.deadline - time.monotonic()))
+            async with asyncio.timeout(max(0.0, self.deadline - time.monotonic())):
+                await self.semaphore.acquire()
         except TimeoutError:
             raise TimedOut(f"the server is busy with {self.busy_with}; try again later") from None
 

@@ -252,7 +252,8 @@ class ScriptedOpenAIServer:
             began = time.monotonic()
             if seconds > 0:
                 try:
-                    await asyncio.wait_for(self._closing.wait(), timeout=seconds)
+                    async with asyncio.timeout(seconds):
+                        await self._closing.wait()
                     return False
                 except TimeoutError:
                     pass

@@ -266,3 +266,20 @@ def test_builder_failure_is_raised_to_the_caller(tmp_path, five_span_video, clip
         builder.drain(timeout=30)
     builder.stop()
     memory.close()
+
+
+def test_stop_ends_the_builder_while_every_caption_fails_at_once(tmp_path, five_span_video, clip_captioner):
+    """A stop that lands while a failed caption is being retried ends the builder thread: the stop is not lost
+    in the timeout around describe() (Python 3.11's wait_for could swallow it, leaving the thread retrying)."""
+    settings = make_settings(tmp_path, **{"memory.retry_initial_seconds": 0.001, "memory.retry_max_seconds": 0.001,
+                                          "captioner.max_in_flight": 4})
+    ingest(settings, five_span_video, None)
+    memory = open_memory(settings)
+    for _ in range(30):
+        captioner = clip_captioner(fail=lambda call: True)
+        builder = CoarseBuilder(settings, "cam", memory, captioner).start()
+        while captioner.calls < 20:
+            time.sleep(0.001)
+        builder.stop(timeout=5)
+        assert not builder._thread.is_alive() and captioner.closed
+    memory.close()

@@ -164,7 +164,8 @@ def test_5xx_then_success_is_retried_and_recorded(caplog):
     assert caption.extra["attempts"] == 3 and caption.extra["retry_reasons"] == ["HTTP 500", "HTTP 502"]
     assert cap.stats.retries == 2 and cap.stats.attempts == 3 and cap.stats.captions == 1
     assert cap.stats.retry_reasons == {"HTTP 500": 1, "HTTP 502": 1}
-    retries = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    retries = [r.getMessage() for r in caplog.records
+               if r.name == "lucy.memory.captioners.openai" and "retry" in r.getMessage()]
     assert len(retries) == 2 and "HTTP 500" in retries[0]
     assert KEY not in caplog.text
 

@@ -82,8 +82,8 @@ class GuardedCaptioner(WrappingCaptioner):
                 if not probe:
                     self._refuse_if_open()  # it may have opened while this call waited for a slot
                 try:
-                    caption = await asyncio.wait_for(self.inner.describe(clip, instruction, level=level, **heard),
-                                                     self.deadline_seconds)
+                    async with asyncio.timeout(self.deadline_seconds):
+                        caption = await self.inner.describe(clip, instruction, level=level, **heard)
                 except TimeoutError:
                     self._failed(f"no caption within {self.deadline_seconds:g} s")
                     raise CaptionerError(f"no caption within {self.deadline_seconds:g} s "

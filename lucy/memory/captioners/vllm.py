@@ -148,10 +148,11 @@ class VllmCaptioner(Captioner):
         s = self.settings
         while True:
             batch = [await queue.get()]
-            deadline = time.monotonic() + s.batch_wait_seconds
+            deadline = asyncio.get_running_loop().time() + s.batch_wait_seconds
             while len(batch) < s.max_batch:
                 try:
-                    batch.append(await asyncio.wait_for(queue.get(), max(0.0, deadline - time.monotonic())))
+                    async with asyncio.timeout_at(deadline):
+                        batch.append(await queue.get())
                 except TimeoutError:
                     break
             live = [r for r in batch if not r.future.done()]  # a cancelled describe() needs no caption

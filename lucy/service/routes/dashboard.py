@@ -78,7 +78,8 @@ async def _feed_events(svc: Service, source: DashboardFeed) -> AsyncIterator[Ser
         due = time.monotonic() + source.interval
         while True:
             try:
-                event = await asyncio.wait_for(sub.get(), timeout=max(0.0, due - time.monotonic()))
+                async with asyncio.timeout(max(0.0, due - time.monotonic())):
+                    event = await sub.get()
             except TimeoutError:
                 event = None
             if event is not None:

@@ -25,6 +25,24 @@ class WebhookRefused(InputError):
     """A webhook URL names a host that webhooks may not go to (cloud metadata, link-local, not an allowed host...)."""
 
 
+class StreamError(LucyError):
+    """The stream runtime (:mod:`lucy.runtime`) refuses a request about a stream. Raised below the service, which
+    alone turns each kind into an HTTP status (:func:`lucy.service.errors.domain_error`)."""
+
+
+class StreamNotFound(StreamError):
+    """No stream of that name runs here or is stored in the data directory."""
+
+
+class StreamConflict(StreamError):
+    """The stream cannot be started or removed as things stand: it already runs, its name holds another source,
+    another process writes it, or the runtime runs as many streams as it may."""
+
+
+class InvalidStream(StreamError):
+    """What was asked of a stream cannot be used: a bad name, source, preset, captioner or retention ages."""
+
+
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # a quota is a full disk to its user
 _PG_DISK_FULL = "53100"  # PostgreSQL's disk_full SQLSTATE
 

@@ -42,9 +42,10 @@ from lucy.ingest.frames import (
     pick_rate,
 )
 from lucy.ingest.object_store import NoRetention, S3Root
-from lucy.ingest.source import redact_url, source_identity, source_matches, stored_source_id
+from lucy.ingest.source import source_identity, source_matches, stored_source_id
 from lucy.ingest.zarr_store import ZarrFrameStore
 from lucy.memory.postgres_store import Cursor, PostgresMemoryStore
+from lucy.redaction import redact_url
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def _reach(address: str) -> None:
 class ClusterRegistry:
     """The streams the cluster records, in ``cluster_streams`` (the interface of
     :class:`lucy.service.registry.StreamRegistry`). The spec keeps the source as given (a camera URL's credentials
-    are needed by its owner): it is shown only through :func:`lucy.ingest.redact_url`."""
+    are needed by its owner): it is shown only through :func:`lucy.redaction.redact_url`."""
 
     def __init__(self, db: PostgresMemoryStore) -> None:
         self.db = db

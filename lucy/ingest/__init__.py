@@ -21,7 +21,6 @@ from lucy.ingest.frames import (
     check_stream_name,
 )
 from lucy.ingest.zarr_store import ZarrFrameStore, ZarrFrameStores, list_streams, open_frames
-from lucy.redaction import redact_url
 
 if TYPE_CHECKING:
     from lucy.ingest.pipeline import Ingestor, IngestResult, IngestStats
@@ -39,5 +38,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AUDIO_RATE", "AudioClip", "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState",
     "StreamInfo", "ZarrFrameStore", "ZarrFrameStores", "check_stream_name", "list_streams", "open_frames",
-    "open_source", "redact_url",
+    "open_source",
 ]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lucy.errors import SourceError
+from lucy.redaction import redact_url
 
 # FFmpeg options for local files when roots are set: FFmpeg refuses any other protocol (http, tcp, concat:...)
 # even if something slipped past the list check. "crypto" serves HLS AES-128 segments, "data" inline data.
@@ -55,12 +56,6 @@ class _Walk:
     entries: int = 0
 
 
-def _redacted(text: str) -> str:
-    from lucy.ingest.source import redact_url  # source.py imports this module
-
-    return redact_url(text)
-
-
 def resolve_roots(roots: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The allowed folders as absolute paths with symlinks resolved (what resolved sources are compared with)."""
     return [Path(r).resolve() for r in roots]
@@ -83,7 +78,7 @@ def check_local_source(path: str | os.PathLike[str], roots: Iterable[str | os.Pa
     if not resolved_roots:
         return real
     walk = _Walk(resolved_roots)
-    shown = _redacted(str(path))
+    shown = redact_url(str(path))
     if not inside_roots(real, walk.roots):
         raise SourceError(f"{shown} is outside the directories this server may read ({_ROOTS_SETTING})")
     _check_file(walk, shown, str(real), real, depth=0)
@@ -124,7 +119,7 @@ def _check_file(walk: _Walk, shown: str, name: str, real: Path, depth: int) -> N
 
 
 def _check_entry(walk: _Walk, list_shown: str, base: str, entry: str, depth: int) -> None:
-    entry_shown = _redacted(entry)
+    entry_shown = redact_url(entry)
     if _URL_PREFIX.match(entry):
         raise SourceError(f"{list_shown} names {entry_shown!r}, a URL: while {_ROOTS_SETTING} is set, playlists "
                           f"and concat lists may only name local files inside those directories")
@@ -171,7 +166,7 @@ def _sniff(path: Path) -> tuple[str | None, int]:
             f.seek(start)
             head = f.read(_HEAD_BYTES)
     except OSError as err:
-        raise SourceError(f"cannot read {_redacted(str(path))}: {err.strerror}") from None
+        raise SourceError(f"cannot read {redact_url(str(path))}: {err.strerror}") from None
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
     # What FFmpeg's probes look for first: these never begin a media file.
     if text.startswith("#EXTM3U"):

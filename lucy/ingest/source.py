@@ -41,7 +41,7 @@ from lucy.config import IngestSettings
 from lucy.errors import SourceError
 from lucy.ingest.frames import AUDIO_RATE, Gap
 from lucy.ingest.roots import LOCAL_FILE_OPTIONS, check_local_source
-from lucy.redaction import RedactingFilter, redact_source, redact_url, redacting_handler  # noqa: F401  (their old home)
+from lucy.redaction import redact_url
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,6 @@ from lucy.config import Level, LucySettings
 from lucy.errors import StoreError, is_disk_full
 from lucy.ingest.frames import Clip, FrameStore, FrameStores, check_stream_name
 from lucy.ingest.pipeline import IngestStats
-from lucy.ingest.source import redact_url
 from lucy.ingest.zarr_store import open_frames
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.embedders import Embedder
@@ -62,6 +61,7 @@ from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import CaptionProgress
 from lucy.metrics.stats import RecentRate
+from lucy.redaction import redact_url
 from lucy.watch.checker import WatchChecker
 
 log = logging.getLogger(__name__)

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 from lucy.config import LucySettings
 from lucy.ingest.frames import FrameStore
-from lucy.ingest.source import redact_url
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import SPEECH_LEVEL, Transcriber, TranscriberError, format_transcript
 from lucy.metrics.progress import SpeechProgress
 from lucy.metrics.stats import RecentRate
+from lucy.redaction import redact_url
 
 log = logging.getLogger(__name__)
 

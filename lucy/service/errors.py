@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lucy.errors import LucyError
-from lucy.ingest.source import redact_url
+from lucy.redaction import redact_url
 
 
 class ServiceError(LucyError):

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lucy.errors import LucyError
-from lucy.ingest import redact_url
+from lucy.redaction import redact_url
 from lucy.service.errors import InvalidRequest, ServiceError, error_body, error_headers, service_error_for
 
 log = logging.getLogger(__name__)

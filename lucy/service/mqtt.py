@@ -44,7 +44,7 @@ import aiomqtt
 from lucy import __version__
 from lucy.config.settings import MqttSettings
 from lucy.errors import LucyError
-from lucy.ingest import redact_url
+from lucy.redaction import redact_url
 from lucy.service.errors import InvalidRequest, ServiceError
 from lucy.service.messages import StreamState
 

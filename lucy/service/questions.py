@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 from lucy.backends import Backends
 from lucy.config import LucySettings
 from lucy.errors import InputError, LucyError, StoreError
-from lucy.ingest import redact_url
 from lucy.memory.store import MemoryStore
 from lucy.metrics import QuestionRecord
 from lucy.metrics.captioning import MeteredCaptioner
 from lucy.metrics.stats import CaptionCallStats
+from lucy.redaction import redact_url
 from lucy.service.errors import (
     ClientGone,
     Conflict,

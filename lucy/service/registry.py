@@ -2,7 +2,7 @@
 
 The file holds each stream's source as given (a camera URL may carry credentials, which a resumed ingest
 needs), so it is written owner-readable only (0600), atomically (temporary file + rename), and nothing read
-from it is shown without :func:`lucy.ingest.redact_url`.
+from it is shown without :func:`lucy.redaction.redact_url`.
 """
 
 from __future__ import annotations

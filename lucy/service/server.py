@@ -13,7 +13,7 @@ from lucy.config import LucySettings
 from lucy.config.settings import is_loopback_host
 from lucy.errors import LucyError
 from lucy.ingest.lock import Holder, serve_lock
-from lucy.ingest.source import RedactingFilter, redacting_handler
+from lucy.redaction import RedactingFilter, redacting_handler
 from lucy.service.registry import StreamRegistry
 
 

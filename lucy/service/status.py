@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lucy.config import Level
-from lucy.ingest import FrameStore, StreamInfo, redact_url
+from lucy.ingest import FrameStore, StreamInfo
 from lucy.ingest.lock import is_held, stream_lock
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionProgress, IngestProgress, QuestionStats, StreamProgress
+from lucy.redaction import redact_url
 from lucy.service.messages import StreamState, stored_state
 from lucy.service.registry import StreamSpec
 

@@ -33,12 +33,13 @@ from pydantic import ValidationError
 from lucy.config import CAPTIONER_BACKENDS, PRESETS, LucySettings
 from lucy.config.settings import RetentionSettings
 from lucy.errors import SourceError, StoreError
-from lucy.ingest import FrameStores, check_stream_name, open_frames, redact_url
+from lucy.ingest import FrameStores, check_stream_name, open_frames
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
-from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, redact_source, split_source_url
+from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, split_source_url
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
+from lucy.redaction import redact_source, redact_url
 from lucy.service.errors import Conflict, InvalidRequest, NotFound
 from lucy.service.events import EventBus
 from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerExit

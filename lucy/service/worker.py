@@ -25,10 +25,10 @@ from lucy.config import LucySettings
 from lucy.errors import LucyError
 from lucy.ingest import FrameStores
 from lucy.ingest.lock import Holder
-from lucy.ingest.source import redact_source, redacting_handler
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, StreamProgress
 from lucy.recorder import Outcome, RecorderObserver, StreamRecorder
+from lucy.redaction import redact_source, redacting_handler
 from lucy.service.messages import (
     BusEvent,
     RunEnd,

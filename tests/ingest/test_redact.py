@@ -12,16 +12,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lucy.errors import SourceError, StoreError
-from lucy.ingest import Ingestor, ZarrFrameStore, redact_url
-from lucy.ingest.source import (
-    redact_source,
-    redacting_handler,
-    source_identity,
-    source_matches,
-    split_source_url,
-    stored_source_id,
-)
+from lucy.ingest import Ingestor, ZarrFrameStore
+from lucy.ingest.source import source_identity, source_matches, split_source_url, stored_source_id
 from lucy.ingest.zarr_store import frames_root
+from lucy.redaction import redact_source, redact_url, redacting_handler
 from lucy.synth import write_video
 
 

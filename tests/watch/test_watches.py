@@ -16,11 +16,11 @@ from lucy.ingest import Ingestor, open_frames
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.pixels import PixelsCaptioner
 from lucy.memory.embedders import Embedder, EmbedderError, make_embedder
+from lucy.memory.nodes import MemoryNode
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.transcribers.base import TranscriptLine, format_transcript
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.synth import PALETTE, Overlay, Scene, write_video
-from lucy.memory.nodes import MemoryNode
 from lucy.watch.checker import WatchChecker, watch_origin, watches_of_origin
 
 SIGN = "Tell me when the FIRE EXIT sign appears"  # 130-150 s only

@@ -61,7 +61,7 @@ class FakeDns:
     repeats); other names and literal addresses are looked up for real."""
 
     def __init__(self, names: dict[str, list[str]]) -> None:
-        self.names, self.lookups = names, {n: 0 for n in names}
+        self.names, self.lookups = names, dict.fromkeys(names, 0)
         self.real = socket.getaddrinfo
 
     def __call__(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:

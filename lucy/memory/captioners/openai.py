@@ -33,9 +33,9 @@ from PIL import Image
 from lucy.config import Level
 from lucy.config.settings import OpenAICaptionerSettings
 from lucy.ingest.frames import Clip
-from lucy.ingest.source import redact_url
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.nodes import Caption
+from lucy.redaction import redact_url
 from lucy.untrusted import neutralise
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ import numpy as np
 import openai
 
 from lucy.config.settings import OpenAIEmbedderSettings
-from lucy.ingest.source import redact_url
 from lucy.memory.embedders.base import Embedder, EmbedderError, normalise
+from lucy.redaction import redact_url
 
 
 def _field(obj: Any, name: str) -> Any:

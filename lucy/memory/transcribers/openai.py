@@ -20,8 +20,8 @@ import openai
 
 from lucy.config.settings import OpenAITranscriberSettings
 from lucy.ingest.frames import AudioClip
-from lucy.ingest.source import redact_url
 from lucy.memory.transcribers.base import Transcriber, TranscriberError, TranscriptLine
+from lucy.redaction import redact_url
 
 _NO_SPEECH = 0.6  # a segment the server thinks is no speech with more probability than this is dropped
 

@@ -119,7 +119,10 @@ def text_samples(count: int, seed: int) -> list[tuple[np.ndarray, np.ndarray, li
 def photograph(frame: np.ndarray, rng: random.Random) -> np.ndarray:
     """The frame as a camera might see it: a perspective tilt, defocus, uneven light, sensor noise, JPEG."""
     h, w = frame.shape[:2]
-    j = lambda s: rng.uniform(-s, s)
+
+    def j(s: float) -> float:
+        return rng.uniform(-s, s)
+
     src = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
     dst = np.float32([[j(0.06) * w + 0.04 * w, j(0.06) * h + 0.04 * h], [w - 0.04 * w + j(0.06) * w, j(0.06) * h],
                       [w + j(0.05) * w - 0.03 * w, h - 0.05 * h + j(0.05) * h], [j(0.05) * w, h + j(0.05) * h - 0.02 * h]])
@@ -348,7 +351,7 @@ def speech_figures(quick: bool = False, voices: tuple[str, ...] = ("en", "en-us"
         for first in range(0, len(SPEECH_SENTENCES), _PER_SPAN):
             texts = SPEECH_SENTENCES[first:first + _PER_SPAN]
             starts = [s + 9.0 * i for i, s in enumerate(np.linspace(1, _SPAN_SECONDS - 9 * len(texts), len(texts)))]
-            lines = [Speech(float(round(s + rng.uniform(0, 4), 2)), t, voice=voice) for s, t in zip(starts, texts)]
+            lines = [Speech(float(round(s + rng.uniform(0, 4), 2)), t, voice=voice) for s, t in zip(starts, texts, strict=True)]
             track = speech_track(lines, _SPAN_SECONDS, rate=AUDIO_RATE, noise=0.003, seed=first)
             offset = first // _PER_SPAN * _SPAN_SECONDS  # the span's place in the stream
             clip = AudioClip(track, AUDIO_RATE, offset)

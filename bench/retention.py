@@ -109,7 +109,7 @@ def run_retention(*, seconds: float = 90.0, streams: int = 3, disk_mb: int = 64,
         for thread in threads:
             thread.start()
         samples: list[dict[str, Any]] = []
-        last_commit = {n: (0, began) for n in names}
+        last_commit = dict.fromkeys(names, (0, began))
         longest_gap = dict.fromkeys(names, 0.0)
         next_pass = began + interval_seconds
         next_report = began

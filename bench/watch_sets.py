@@ -298,7 +298,7 @@ def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8, sp
         said = random.Random(f"{split}-{seed}-{index}-{minutes}-speech")
         events = _times(said, duration, max(per, round(minutes / 3)), (3.0, 6.0), [])  # as many as fit
         lines = said.sample(v.speech_events, k=min(len(events), len(v.speech_events)))
-        speech = [(a, b, line) for (a, b), line in zip(events, lines)]
+        speech = [(a, b, line) for (a, b), line in zip(events, lines, strict=False)]  # as many events as lines
         t = said.uniform(20, 60)
         while t < duration - 30:  # other announcements every 30-90 s, clear of the events
             n = said.uniform(3.0, 6.0)

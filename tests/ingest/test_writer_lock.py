@@ -44,9 +44,9 @@ def test_a_second_lock_is_refused_with_its_holder(tmp_path: Path) -> None:
 
 
 def test_the_serve_lock_is_not_a_stream_lock(tmp_path: Path) -> None:
-    with serve_lock(tmp_path), stream_lock(tmp_path, "serve"):  # a stream may be named "serve"
-        with pytest.raises(LockHeld, match=r"data directory '.*' is being served by pid \d+"):
-            serve_lock(tmp_path).acquire()
+    with (serve_lock(tmp_path), stream_lock(tmp_path, "serve"),  # a stream may be named "serve"
+          pytest.raises(LockHeld, match=r"data directory '.*' is being served by pid \d+")):
+        serve_lock(tmp_path).acquire()
 
 
 def test_a_bad_stream_name_never_reaches_the_file_system(tmp_path: Path) -> None:
@@ -57,10 +57,10 @@ def test_a_bad_stream_name_never_reaches_the_file_system(tmp_path: Path) -> None
 
 def test_an_ingestor_is_refused_while_another_writes(tmp_path: Path, video: Path) -> None:
     settings = load_settings(data=tmp_path / "data")
-    with FileLock(stream_lock(settings.data, "cam").path, "stream 'cam'",
-                  holder=Holder.this_process("lucy serve", pid=99)):
-        with pytest.raises(LockHeld, match=r"being written by pid 99 \(lucy serve\)"):
-            Ingestor(settings, str(video), "cam").run()
+    with (FileLock(stream_lock(settings.data, "cam").path, "stream 'cam'",
+                   holder=Holder.this_process("lucy serve", pid=99)),
+          pytest.raises(LockHeld, match=r"being written by pid 99 \(lucy serve\)")):
+        Ingestor(settings, str(video), "cam").run()
     assert not (settings.data / "frames.zarr" / "cam").exists()  # refused before creating the store
     assert Ingestor(settings, str(video), "cam").run().complete
 

@@ -210,7 +210,7 @@ class Background(threading.Thread):
     def run(self) -> None:
         try:
             self.value = self._fn()
-        except BaseException as err:  # re-raised by result() in the test's thread
+        except BaseException as err:  # noqa: BLE001  (re-raised by result() in the test's thread)
             self.error = err
 
     def result(self, timeout: float) -> Any:

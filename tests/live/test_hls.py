@@ -103,7 +103,7 @@ def test_hls_vod_playlist_is_ingested_completely(tmp_path, http_dir, live):
     # The frames are the video's: red for the first 3 s, blue after (sampled away from the moving square).
     clip = store.read(0, 10)
     means = clip.frames[:, :120, :, :].reshape(len(clip), -1, 3).mean(axis=1)
-    for t, (r, g, b) in zip(clip.times, means):
+    for t, (r, g, b) in zip(clip.times, means, strict=True):
         assert (r > 2 * b) if t < 3 else (b > 2 * r), (t, r, g, b)
     # ... and they came through the HTTP server, every segment of the playlist.
     assert {f"/{name}" for name in segments} <= set(requests)

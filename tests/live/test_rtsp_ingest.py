@@ -202,7 +202,7 @@ def test_rtsp_stream_of_a_file_arrives_intact_and_replays_after_it_ends(tmp_path
     first_end = info.gaps[0].start
     means = clip.frames[:, :120].reshape(len(clip), -1, 3).mean(axis=1)
     colour = ["red" if r > 2 * b else "blue" if b > 2 * r else "?" for r, _, b in means]
-    first = [c for c, t in zip(colour, clip.times) if t <= first_end]
+    first = [c for c, t in zip(colour, clip.times, strict=True) if t <= first_end]
     # The whole file, in order: red, then blue from its 2 s mark on (media time follows the file's timestamps).
     assert "?" not in colour and len(first) >= 6
     switch = first.index("blue")

@@ -33,8 +33,9 @@ def make_clip(n: int = 40, height: int = 360, width: int = 640, start: float = 1
 
 
 def captioner(server: ScriptedOpenAIServer, **overrides) -> OpenAICaptioner:
-    fields = dict(base_url=server.base_url, api_key=KEY, model="test-vlm", max_frames=8, image_max_side=320,
-                  timeout_seconds=5, max_retries=3, retry_initial_seconds=0.01, retry_max_seconds=0.05)
+    fields = {"base_url": server.base_url, "api_key": KEY, "model": "test-vlm", "max_frames": 8,
+              "image_max_side": 320, "timeout_seconds": 5, "max_retries": 3, "retry_initial_seconds": 0.01,
+              "retry_max_seconds": 0.05}
     fields.update(overrides)
     max_in_flight = fields.pop("max_in_flight", 4)
     return OpenAICaptioner(OpenAICaptionerSettings(**fields), max_in_flight=max_in_flight)

@@ -153,8 +153,7 @@ def test_searching_a_span_reuses_existing_deeper_nodes(tmp_path, fakes, seeded):
 def test_never_confident_forces_a_final_answer(tmp_path, fakes, seeded):
     captioner = fakes.FakeCaptioner(world)
     reasoner = fakes.ScriptedReasoner(
-        answer=lambda q, m, final, n: AnswerReply(answer="forced" if final else "guess", confident=True if final
-                                                  else False))
+        answer=lambda q, m, final, n: AnswerReply(answer="forced" if final else "guess", confident=final))
     engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), reasoner=reasoner,
                                captioner=captioner, memory=seeded)
     result = run(engine)

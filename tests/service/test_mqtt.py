@@ -238,7 +238,7 @@ def test_status_goes_out_on_change_and_streams_appear_in_home_assistant(
     server.start()
     wait_for(lambda: server.client().get("/readyz").json()["mqtt"] == "connected", 60, "the bridge to connect")
     watcher = Watcher(mosquitto.port, topics=("lucy/#", "homeassistant/#"))
-    status_of = lambda name: watcher.find(lambda t, p, r: t == f"lucy/{name}/status" and p)
+    status_of = lambda name: watcher.find(lambda t, p, r: t == f"lucy/{name}/status" and p)  # noqa: E731
     try:
         with server.client() as c:
             assert c.post("/v1/streams", json={"name": "gate", "source": str(videos["short"]),

@@ -3,7 +3,7 @@
 (a) Paraphrase retrieval. Memory holds captions written the way Lucy's captioners write them (scenes, people,
 signs, colours, vehicles, "Speech heard ..." lines) among ``--haystack`` generated captions of the same kind, so
 that top-1 means something. Each query names its target caption without one content word in common (checked with
-:func:`lucy.query.text.terms`, the reasoner's own normalisation). The pairs (``bench/retrieval_sets.py``) are split
+:func:`lucy.text.terms`, the reasoner's own normalisation). The pairs (``bench/retrieval_sets.py``) are split
 in two: ``tune`` (what any choice here was looked at against) and ``test`` (never used to choose anything); both are
 reported. Printed: top-1 and top-3 of full-text only, vector only and hybrid; vector only by the local embedder's
 other choices of models (``embedder.local.models``: e5, minilm, both), for comparison; and whether storing vectors
@@ -56,7 +56,7 @@ from lucy.memory.embedders.local import LocalEmbedder
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.query.text import terms
+from lucy.text import terms
 
 TOP1_TARGET = 0.90
 P95_TARGET_MS = 50.0

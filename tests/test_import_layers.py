@@ -19,6 +19,7 @@ PACKAGE = Path(lucy.__file__).parent
 # (importer, imported): a module named by the first (or inside it) imports nothing named by the second.
 FORBIDDEN = [
     ("lucy.ingest.roots", "lucy.ingest.source"),
+    ("lucy.memory", "lucy.query"),
 ]
 
 # Names that moved to a lower module: nothing imports them from their old home (no forwarding shims left).
@@ -28,6 +29,7 @@ MOVED = [
     "lucy.ingest.source.redact_source",
     "lucy.ingest.source.redacting_handler",
     "lucy.ingest.source.RedactingFilter",
+    "lucy.query.text",
 ]
 
 

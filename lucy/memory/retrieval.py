@@ -30,7 +30,7 @@ import numpy as np
 from lucy.memory.embedders import Embedder, EmbedderError, normalise
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
-from lucy.query.text import STOPWORDS, terms
+from lucy.text import STOPWORDS, terms
 
 log = logging.getLogger(__name__)
 

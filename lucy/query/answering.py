@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from lucy.query import prompts
 from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import AnswerReply, Question, Reasoner, ReasonerError
-from lucy.query.text import clip_words
 from lucy.query.trace import TraceRecorder, TraceStep
+from lucy.text import clip_words
 
 
 @dataclass

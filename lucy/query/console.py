@@ -11,8 +11,8 @@ from typing import TextIO
 from lucy.config import LucySettings
 from lucy.ingest.frames import check_stream_name
 from lucy.query.factory import open_engine
-from lucy.query.text import counted
 from lucy.query.trace import QueryResult
+from lucy.text import counted
 from lucy.untrusted import normalise_question
 
 

@@ -60,8 +60,8 @@ from lucy.query.search import SpanSearcher
 from lucy.query.semantic import QuestionSimilarity
 from lucy.query.summaries import SummaryLevels
 from lucy.query.tail import caption_tail
-from lucy.query.text import clip_words
 from lucy.query.trace import QueryResult, TraceRecorder, TraceStep
+from lucy.text import clip_words
 
 if TYPE_CHECKING:
     from lucy.memory.retrieval import MemoryIndex

@@ -21,8 +21,8 @@ from lucy.query.memory_view import MEMORY_LEVELS, MemoryView, Span, SpanKey, Vie
 from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import EVIDENCE_NOTE, AnswerReply, EvidenceSpan, Question, Reasoner, ReasonerError
 from lucy.query.summaries import SummaryLevels
-from lucy.query.text import split_follow_up, terms
 from lucy.query.trace import TraceRecorder, TraceStep
+from lucy.text import split_follow_up, terms
 
 CANDIDATE_SHARE = 0.3  # of the localise prompt's budget (after the question) for the list of candidates
 UNOPENED = "not opened yet"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from lucy.query import prompts
 from lucy.query.memory_view import MemoryView, ViewItem, memory_depth
 from lucy.query.reasoners.base import MemoryItem, Question
-from lucy.query.text import BM25, hybrid_scores, terms
+from lucy.text import BM25, hybrid_scores, terms
 
 DEPTH_BONUS = 0.15  # per level below coarse: deeper memories are what backtracking went looking for
 INSTRUCTED_BONUS = 0.1  # a caption made with a question's instruction
@@ -24,7 +24,7 @@ class PromptPacker:
         self.focus = frozenset(self._query)  # clipped texts keep the lines that share most terms with these
 
     def relevance(self, items: Sequence[ViewItem]) -> list[float]:
-        """Priority for packing: word and meaning match with the question (:func:`lucy.query.text.hybrid_scores`),
+        """Priority for packing: word and meaning match with the question (:func:`lucy.text.hybrid_scores`),
         plus a bonus for depth and for memories made for a question's instructions (they are what backtracking
         found)."""
         if not items:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lucy.query.reasoners.base import MemoryItem, Question
-from lucy.query.text import clip_text, estimate_tokens, excerpt, split_follow_up
+from lucy.text import clip_text, estimate_tokens, excerpt, split_follow_up
 from lucy.untrusted import neutralise
 
 # A reply that does not validate goes back to the model with its error: the retry adds the (clipped) bad reply

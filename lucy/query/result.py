@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lucy.query.reasoners.base import AnswerReply
-from lucy.query.text import clip_words
 from lucy.query.trace import Evidence, QueryResult, TraceRecorder, TraceStep, wall_clock
+from lucy.text import clip_words
 
 
 def evidence_of(reply: AnswerReply | None, *, horizon: float, wall_start: float | None) -> list[Evidence]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from lucy.config import Level
 from lucy.query.captioning import CaptionOutcome, SpanCaptioner
 from lucy.query.memory_view import TIME_TOLERANCE, MemoryView, Span, ViewItem
-from lucy.query.text import hms
 from lucy.query.trace import TraceRecorder, TraceStep
+from lucy.text import hms
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """What a question means against what memory says: each memory of a question's view gets its similarity to the
 question, from the vectors stored with the nodes (:class:`lucy.memory.retrieval.MemoryIndex`).
 
-The agents' ranking (:func:`lucy.query.text.hybrid_scores`) reads it beside the word match, so "the lady at the
+The agents' ranking (:func:`lucy.text.hybrid_scores`) reads it beside the word match, so "the lady at the
 counter" finds "a woman standing at the desk". Without an embedder every similarity stays None and ranking is by
 words alone, as before.
 """

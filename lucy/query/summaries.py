@@ -19,8 +19,8 @@ from lucy.memory.store import MemoryStore
 from lucy.query import prompts
 from lucy.query.memory_view import TIME_TOLERANCE, MemoryView, ViewItem
 from lucy.query.reasoners.base import Question, Reasoner, ReasonerError
-from lucy.query.text import clip_text
 from lucy.query.trace import TraceRecorder, TraceStep
+from lucy.text import clip_text
 
 
 class SummaryLevels:

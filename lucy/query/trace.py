@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lucy.query.text import clip_words, counted, hms
+from lucy.text import clip_words, counted, hms
 
 if TYPE_CHECKING:
     from lucy.query.reasoners.base import Usage

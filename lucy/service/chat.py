@@ -25,12 +25,12 @@ from typing import Any
 from sse_starlette import ServerSentEvent
 
 from lucy.config import Level
-from lucy.query.text import clip_words, estimate_tokens
 from lucy.query.trace import progress_line
 from lucy.service import conversation, sse
 from lucy.service.conversation import Kind, MemoryGlance, Reading
 from lucy.service.errors import InvalidRequest, ModelNotFound, NotFound, in_band_error
 from lucy.service.schemas import ChatRequest
+from lucy.text import clip_words, estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def usage(answer: dict[str, Any], asked: str, content: str) -> dict[str, Any]:
     """A reply's ``usage``. Where the reasoner's model counted tokens, theirs over every agent call the question
     made; where none did (the embedded agents, a title or small talk answered without a model, a server that sends
     no usage), an estimate from the text: the messages asked and the answer's content
-    (:func:`lucy.query.text.estimate_tokens`, on the high side). ``estimated`` says which."""
+    (:func:`lucy.text.estimate_tokens`, on the high side). ``estimated`` says which."""
     prompt, completion = int(answer.get("prompt_tokens") or 0), int(answer.get("completion_tokens") or 0)
     estimated = not (prompt or completion)
     if estimated:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lucy.query.text import FOLLOW_UP_OPENING, STOPWORDS
+from lucy.text import FOLLOW_UP_OPENING, STOPWORDS
 from lucy.untrusted import clean_text
 
 

@@ -51,7 +51,7 @@ from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.memory_view import heard_text
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
 from lucy.query.reasoners.lexical_watch import watch_subject
-from lucy.query.text import terms
+from lucy.text import terms
 from lucy.watch.model import Alert, AlertLevel, Watch, WatchStats
 
 log = logging.getLogger(__name__)

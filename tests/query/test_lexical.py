@@ -6,7 +6,7 @@ import asyncio
 
 from lucy.query.reasoners.base import MemoryItem, Question
 from lucy.query.reasoners.lexical import LexicalReasoner
-from lucy.query.text import terms
+from lucy.text import terms
 
 PLATES = ("KX-4281", "KX-4821", "QD-1190", "MV-3375")
 COARSE = MemoryItem(1, "coarse", 60, 120, 'Scenes: gray, then blue. On-screen text: "HARBOR GATE" (top left, '

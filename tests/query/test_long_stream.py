@@ -9,7 +9,7 @@ import random
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query import prompts
 from lucy.query.reasoners.base import AnswerReply, LocaliseReply, SelectReply, SummaryReply
-from lucy.query.text import clip_text
+from lucy.text import clip_text
 
 DAY = 86_400.0
 NEEDLE = 61_260.0  # coarse span 1021

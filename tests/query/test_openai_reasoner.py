@@ -13,7 +13,7 @@ from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.reasoners import make_reasoner
 from lucy.query.reasoners.base import AnswerReply, MemoryItem, Question, ReasonerError
 from lucy.query.reasoners.openai import OpenAIReasoner, json_candidates, parse_reply
-from lucy.query.text import FOLLOW_UP_OPENING
+from lucy.text import FOLLOW_UP_OPENING
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 
 Q = Question("Which plate did the van have?", ("KX-4821", "QD-1190"), horizon=300)
@@ -99,19 +99,19 @@ def test_a_reply_that_does_not_validate_goes_back_once_with_the_error():
     [Reply('{"answer": "x", "confident": "very"}'), Reply('{"answer": 3}')],
 ])
 def test_two_bad_replies_give_a_clear_error(replies):
-    with ScriptedOpenAIServer(replies) as server:
-        with pytest.raises(ReasonerError, match="answer agent .* no valid reply after one retry"):
-            ask(server)
+    with (ScriptedOpenAIServer(replies) as server,
+          pytest.raises(ReasonerError, match="answer agent .* no valid reply after one retry")):
+        ask(server)
     assert len(server.requests) == 2
 
 
 def test_server_errors_become_reasoner_errors():
-    with ScriptedOpenAIServer([Reply("overloaded", status=500)]) as server:
-        with pytest.raises(ReasonerError, match="HTTP 500"):
-            ask(server)
-    with ScriptedOpenAIServer([Reply(raw_body="<html>bad gateway</html>", status=200)]) as server:
-        with pytest.raises(ReasonerError):
-            ask(server)
+    with (ScriptedOpenAIServer([Reply("overloaded", status=500)]) as server,
+          pytest.raises(ReasonerError, match="HTTP 500")):
+        ask(server)
+    with (ScriptedOpenAIServer([Reply(raw_body="<html>bad gateway</html>", status=200)]) as server,
+          pytest.raises(ReasonerError)):
+        ask(server)
 
 
 def test_unreachable_server_is_a_clear_error():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lucy.query import text
+from lucy import text
 
 
 @pytest.mark.parametrize("cached", [text._stem, text._terms_of, text.similar], ids=lambda f: f.__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lucy.query.text import clip_words, counted
+from lucy.text import clip_words, counted
 from lucy.query.trace import TraceStep, progress_line
 
 INSTRUCTION = "needed to answer: At what time does the train to the harbour leave platform seven, as the " \

@@ -36,7 +36,7 @@ from lucy.query.reasoners.base import (
     Usage,
 )
 from lucy.query.reasoners.lexical_watch import check_memory
-from lucy.query.text import BM25, clip_text, hybrid_scores, normalise_phrase, question_terms, similar, terms
+from lucy.text import BM25, clip_text, hybrid_scores, normalise_phrase, question_terms, similar, terms
 
 _DEPTH_WEIGHT = {"coarse": 0.55, "fine": 1.0, "ultra_fine": 1.0}
 _DETAILED = ("fine", "ultra_fine")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from lucy.query.memory_view import HEARD_PREFIX
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem
-from lucy.query.text import ABOUT_SPEECH, question_terms, similar, terms
+from lucy.text import ABOUT_SPEECH, question_terms, similar, terms
 
 # How a standing request is phrased, not what it is about: "tell me when", "let us know if", "alert me as soon as".
 _WATCH_LEAD = re.compile(

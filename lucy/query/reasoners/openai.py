@@ -37,7 +37,7 @@ from lucy.query.reasoners.base import (
     check_localise,
     check_select,
 )
-from lucy.query.text import clip_text
+from lucy.text import clip_text
 
 log = logging.getLogger(__name__)
 

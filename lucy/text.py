@@ -1,4 +1,6 @@
-"""Text helpers shared by the query stage: tokens, a BM25 ranker, fuzzy term matching, prompt-size estimates.
+"""Text helpers shared by memory, watches and the query stage: tokens, a BM25 ranker, fuzzy term matching,
+prompt-size estimates. A leaf below them all (it imports nothing of Lucy), so memory's retrieval and the watch
+checker use the reasoner's own terms without importing the query package.
 
 Everything here is deterministic and pure Python, so the embedded (lexical) reasoner and the engine's prompt
 packing give the same result on every machine.

@@ -38,8 +38,8 @@ threads after a tenth of them (the warm-up), half and all (target: end within 5%
 
 Ray's own logs (raylets report a killed node loudly on stderr) go to ``bench/out/cluster-ray.log``; each
 ``lucy serve``'s to its ``serve.log`` in the run's temporary directory (its tail is printed if it fails). Figures are
-written to ``bench/out/cluster.json``. About 4 minutes on a two-core machine (plus the videos' generation the first time); ``--quick`` (3 streams of
-30 s, 60 s for throughput) under 2.
+written to ``bench/out/cluster.json``. About 4 minutes on a two-core machine (plus the videos' generation the first
+time); ``--quick`` (3 streams of 30 s, 60 s for throughput) under 2.
 
     .venv/bin/python bench/cluster.py [--quick] [--streams 6] [--seconds 60] [--throughput-seconds 180]
                                       [--kill-after 15] [--questions 24] [--nodes 3]
@@ -508,7 +508,8 @@ def run(args: argparse.Namespace, videos: list[Video], tmp: Path, stack: Stack) 
     timeout = max(args.seconds, args.throughput_seconds) * 4 + 240
 
     # Phase 1a: the single-machine default (nothing of the cluster running yet).
-    say(f"phase 1: {args.streams} streams of {args.throughput_seconds} s, realtime false, then {args.questions} questions")
+    say(f"phase 1: {args.streams} streams of {args.throughput_seconds} s, realtime false, "
+        f"then {args.questions} questions")
     single = Replica(tmp / "single")
     stack.push("single lucy serve", single.stop)
     single.start()
@@ -531,7 +532,8 @@ def run(args: argparse.Namespace, videos: list[Video], tmp: Path, stack: Stack) 
 
 
 def cluster_phases(args: argparse.Namespace, tmp: Path, stack: Stack, pg: PostgresServer, weed: Weed,
-                   tp: dict[str, Video], videos: list[Video], figures: dict[str, Any], timeout: float) -> dict[str, Any]:
+                   tp: dict[str, Video], videos: list[Video], figures: dict[str, Any], timeout: float,
+                   ) -> dict[str, Any]:
     began = time.monotonic()
     cluster = LocalCluster(ingest_nodes=args.nodes, per_node=args.streams, cpus_per_node=1)
     stack.push("the Ray cluster", cluster.shutdown)
@@ -603,8 +605,8 @@ def verdict(ok: bool) -> str:
 
 def report(f: dict[str, Any]) -> bool:
     s, c = f["single"], f["cluster"]
-    print(f"\nthroughput ({f['streams']} streams x {f['throughput_seconds']} s, realtime false; {f['questions']} questions "
-          "from 2 clients)")
+    print(f"\nthroughput ({f['streams']} streams x {f['throughput_seconds']} s, realtime false; "
+          f"{f['questions']} questions from 2 clients)")
     print(f"  {'':<40}{'single':>10}{'cluster':>10}{'cluster/single':>16}")
     rows = [("ingest media s / wall s, end to end", "ingest", "media_s_per_s", True),
             ("ingest media s / s, after first frame", "ingest", "media_s_per_s_after_first_frame", True),
@@ -661,12 +663,14 @@ def report(f: dict[str, Any]) -> bool:
     twice = sum(v["nodes_twice"] for v in st.values())
     ends = all(v["coarse_reaches_end"] for v in st.values())
     print(f"  frames lost: {lost} (target 0) {verdict(lost == 0)}; frames duplicated: {dup} (target 0) "
-          f"{verdict(dup == 0)}; memory nodes (ingest-made, any level) duplicated: {twice} (target 0) {verdict(twice == 0)}; coarse memory "
+          f"{verdict(dup == 0)}; memory nodes (ingest-made, any level) duplicated: {twice} (target 0) "
+          f"{verdict(twice == 0)}; coarse memory "
           f"reaches every stream's end {verdict(ends)}")
 
     g = f["growth"]
     first, end = g["after warm-up"], g["end"]
-    print(f"\ngrowth of the replica over {f['soak']} questions (target: end within {GROWTH_TARGET:.0%} of after warm-up)")
+    print(f"\ngrowth of the replica over {f['soak']} questions "
+          f"(target: end within {GROWTH_TARGET:.0%} of after warm-up)")
     print(f"  {'':<14}" + "".join(f"{label:>15}" for label in g) + f"{'end / warm-up':>15}")
     flat = True
     for key, label in (("fds", "descriptors"), ("rss_mb", "RSS MB"), ("threads", "threads")):
@@ -679,7 +683,8 @@ def report(f: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="3 streams of 30 s (60 s for throughput), the kill at 8 s, 12 questions")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 streams of 30 s (60 s for throughput), the kill at 8 s, 12 questions")
     parser.add_argument("--streams", type=int, default=6)
     parser.add_argument("--seconds", type=int, default=60, help="length of each failover stream's video")
     parser.add_argument("--throughput-seconds", type=int, default=180,

@@ -17,10 +17,10 @@ Five sets of videos and questions (``bench/needle_sets.py``), each scored on its
   signs share words with the needles' signs, needles of 3-10 s (about half on the haystack's own background), four
   layouts (plain, two rows of squares, the sign first and the squares right after, a second sign with a status
   word), and questions that name a needle by any one detail and ask for another.
-* ``test`` — a held-out set, written by someone else and never looked at while tuning: a concourse camera with other backgrounds and
-  distractor signs that share words with the needles' signs, needles of 3-10 s (half keep the haystack's
-  background, so no scene cut marks them; some show the sign first and the squares right after), and questions
-  that name a needle by any one detail (place, label word, squares, background, a second sign's word) and ask
+* ``test`` — a held-out set, written by someone else and never looked at while tuning: a concourse camera with
+  other backgrounds and distractor signs that share words with the needles' signs, needles of 3-10 s (half keep the
+  haystack's background, so no scene cut marks them; some show the sign first and the squares right after), and
+  questions that name a needle by any one detail (place, label word, squares, background, a second sign's word) and ask
   for another (code, count, colour, corner, lettering colour, background, word, place).
 
 For each set and haystack length (10 minutes to 2 hours by default) the video is ingested at the preset's rate

@@ -206,7 +206,8 @@ def _code_style(code: str) -> str:
 def _near_code(code: str, rng: random.Random) -> str:
     """The same code with two neighbouring digits swapped (or one changed): a wrong option only reading tells."""
     chars = list(code)
-    spots = [i for i in range(len(chars) - 1) if chars[i].isdigit() and chars[i + 1].isdigit() and chars[i] != chars[i + 1]]
+    spots = [i for i in range(len(chars) - 1)
+             if chars[i].isdigit() and chars[i + 1].isdigit() and chars[i] != chars[i + 1]]
     if spots:
         i = rng.choice(spots)
         chars[i], chars[i + 1] = chars[i + 1], chars[i]
@@ -388,7 +389,8 @@ def _test_questions(i: int, n: TestNeedle, found: list[TestNeedle], rng: random.
 
     # the code
     add("code", "site", rng.choice([f"Which code appeared on the small line while the screen said {n.site}?",
-                                    f"When the {n.site} sign was up, what code was shown below it?"]), n.code, wrong_codes)
+                                    f"When the {n.site} sign was up, what code was shown below it?"]),
+        n.code, wrong_codes)
     add("code", "label", rng.choice([f"What was written under the word {n.label}?",
                                      f"Which code was printed beneath the word {n.label}?"]), n.code, wrong_codes)
     if not seq:

@@ -125,7 +125,8 @@ def photograph(frame: np.ndarray, rng: random.Random) -> np.ndarray:
 
     src = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
     dst = np.float32([[j(0.06) * w + 0.04 * w, j(0.06) * h + 0.04 * h], [w - 0.04 * w + j(0.06) * w, j(0.06) * h],
-                      [w + j(0.05) * w - 0.03 * w, h - 0.05 * h + j(0.05) * h], [j(0.05) * w, h + j(0.05) * h - 0.02 * h]])
+                      [w + j(0.05) * w - 0.03 * w, h - 0.05 * h + j(0.05) * h],
+                      [j(0.05) * w, h + j(0.05) * h - 0.02 * h]])
     warped = cv2.warpPerspective(frame, cv2.getPerspectiveTransform(src, dst), (w, h), borderMode=cv2.BORDER_REPLICATE)
     blurred = cv2.GaussianBlur(warped, (0, 0), rng.uniform(1.0, 2.0))
     light = np.linspace(rng.uniform(0.6, 0.8), rng.uniform(1.0, 1.2), w, dtype=np.float32)[None, :, None]
@@ -351,7 +352,8 @@ def speech_figures(quick: bool = False, voices: tuple[str, ...] = ("en", "en-us"
         for first in range(0, len(SPEECH_SENTENCES), _PER_SPAN):
             texts = SPEECH_SENTENCES[first:first + _PER_SPAN]
             starts = [s + 9.0 * i for i, s in enumerate(np.linspace(1, _SPAN_SECONDS - 9 * len(texts), len(texts)))]
-            lines = [Speech(float(round(s + rng.uniform(0, 4), 2)), t, voice=voice) for s, t in zip(starts, texts, strict=True)]
+            lines = [Speech(float(round(s + rng.uniform(0, 4), 2)), t, voice=voice)
+                     for s, t in zip(starts, texts, strict=True)]
             track = speech_track(lines, _SPAN_SECONDS, rate=AUDIO_RATE, noise=0.003, seed=first)
             offset = first // _PER_SPAN * _SPAN_SECONDS  # the span's place in the stream
             clip = AudioClip(track, AUDIO_RATE, offset)

@@ -4,8 +4,8 @@ Several streams ingest a generated video in real time (``realtime=True``, as a c
 data directory on a small real disk: a tmpfs of ``--disk-mb`` mounted for the run (when mounting is not allowed,
 a plain folder with ``retention.max_bytes`` as the bound, and a notice). Retention ages are scaled down (thin
 after ``--full`` s, drop after ``--keep`` s, a pass every ``--interval`` s); one stream, ``guarded``, has no ages
-(its own full_seconds = keep_seconds = 0) so that only the disk guard (``retention.min_free_bytes``) bounds it. Frames are large and
-textured (1280x720, JPEG quality 95) so that the disk fills within the run without retention.
+(its own full_seconds = keep_seconds = 0) so that only the disk guard (``retention.min_free_bytes``) bounds it.
+Frames are large and textured (1280x720, JPEG quality 95) so that the disk fills within the run without retention.
 
 Printed: disk use over time against the bound, the peak, frames lost (sampled frames the ingestors failed to
 store: must be 0), the longest stretch without a commit per stream, and whether recording ever stopped.

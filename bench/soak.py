@@ -200,10 +200,12 @@ class Soak:
                 while (i := next(counter)) < n:
                     if i in hang_starts:
                         self.vlm.latency = 3600.0
-                        print(f"  [{time.monotonic() - began:6.0f} s] question {i}: captioner of file-b hangs", flush=True)
+                        print(f"  [{time.monotonic() - began:6.0f} s] question {i}: captioner of file-b hangs",
+                              flush=True)
                     elif i in hang_ends:
                         self.vlm.latency = 0.0
-                        print(f"  [{time.monotonic() - began:6.0f} s] question {i}: captioner of file-b back", flush=True)
+                        print(f"  [{time.monotonic() - began:6.0f} s] question {i}: captioner of file-b back",
+                              flush=True)
                     self.ask(client, i)
                     if i in marks:
                         self.samples[marks[i]] = process_figures(self.server.pid)
@@ -299,7 +301,8 @@ MODEL_LOADS: dict[str, tuple[str, str]] = {  # name: (load and use once, use onc
                        "m.embed([f'caption {k} ' * (1 + k % 30)] * 16)"),
     "lexical reasoner": ("from lucy.config import LucySettings\nfrom lucy.query.reasoners import make_reasoner\n"
                          "m = make_reasoner(LucySettings())", "pass"),
-    "service app (FastAPI, no model)": ("from lucy.config import LucySettings\nfrom lucy.service.app import create_app\n"
+    "service app (FastAPI, no model)": ("from lucy.config import LucySettings\n"
+                                        "from lucy.service.app import create_app\n"
                                         "m = create_app(LucySettings())", "pass"),
 }
 MODEL_CHILD = """
@@ -489,7 +492,7 @@ def stored_memory(data: Path, nodes: int) -> None:
     from lucy.ingest import open_frames
     from lucy.memory.nodes import MemoryNode
     from lucy.memory.sqlite_store import SQLiteMemoryStore
-    from lucy.watch.model import Alert
+    from lucy.memory.watches import Alert
 
     settings = load_settings(data=data)
     open_frames(settings).create(DASHBOARD_STREAM, source="/videos/long.mp4", live=False, width=64, height=36,
@@ -620,7 +623,8 @@ def main() -> None:
     parser.add_argument("--memory-budget", action="store_true",
                         help="instead: what each model costs in memory, then a server's and its workers' memory over "
                              "--questions distinct questions (500 if not given)")
-    parser.add_argument("--malloc-arena-max", type=int, default=0, help="MALLOC_ARENA_MAX for the --memory-budget server")
+    parser.add_argument("--malloc-arena-max", type=int, default=0,
+                        help="MALLOC_ARENA_MAX for the --memory-budget server")
     parser.add_argument("--dashboard-nodes", type=int, default=0, metavar="N",
                         help="instead: the dashboard's requests on a stored stream of N memory nodes (and of 100), "
                              "--dashboard-calls calls each, alone and from 8 clients, and the server's RSS")

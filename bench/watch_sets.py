@@ -234,7 +234,8 @@ def _times(rng: random.Random, duration: float, count: int, length: tuple[float,
     return sorted(out)
 
 
-def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8, speech_watches: bool = True) -> StreamPlan:
+def plan(split: str, minutes: float, seed: int, index: int, watches: int = 8, speech_watches: bool = True,
+         ) -> StreamPlan:
     """One stream of ``split``: its scenes, signs and squares, and ``watches`` watches (3 that should alert, the
     rest never); with ``speech_watches`` and a split that has speech, its announcements and their watches on top
     (1 that should alert, the split's speech negatives never)."""

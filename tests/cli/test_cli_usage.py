@@ -78,7 +78,8 @@ def test_ask_answered_from_memory_loads_no_captioning_library(run_lucy, tmp_path
     ask = ["ask", "Which platform did the sign show?", "--stream", "cam", "--data", data]
     first = run_lucy(*ask, env=env)
     assert first.returncode == 0 and "PLATFORM 7" in first.stdout.upper(), first.stderr
-    script = ("import json, sys\nfrom lucy.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    script = ("import json, sys\nfrom lucy.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+              "    pass\n"
               f"print(json.dumps(sorted(m for m in {CAPTIONING!r} if m in sys.modules)), file=sys.stderr)")
     again = subprocess.run([sys.executable, "-c", script, *ask], capture_output=True, text=True, check=False,
                            timeout=120, env={**{k: v for k, v in os.environ.items() if not k.startswith("LUCY_")},

@@ -33,7 +33,8 @@ def open_webui(task: str, history: str = HISTORY) -> str:
                  "conversation.\n### Output:\nJSON format: { \"title\": \"your concise title here\" }\n"
                  "### Examples:\n- { \"title\": \"📉 Stock Market Trends\" },",
         "tags": "### Task:\nGenerate 1-3 broad tags categorizing the main themes of the chat history, along with 1-3 "
-                "more specific subtopic tags.\n\n### Output:\nJSON format: { \"tags\": [\"tag1\", \"tag2\", \"tag3\"] }",
+                "more specific subtopic tags.\n\n### Output:\n"
+                "JSON format: { \"tags\": [\"tag1\", \"tag2\", \"tag3\"] }",
         "follow_ups": "### Task:\nSuggest 3-5 relevant follow-up questions or prompts that the user might naturally "
                       "ask next in this conversation as a **user**, based on the chat history.\n### Output:\n"
                       "JSON format: { \"follow_ups\": [\"Question 1?\", \"Question 2?\", \"Question 3?\"] }",
@@ -61,7 +62,8 @@ def test_open_webui_task_prompts_are_tasks(task: str, name: str, key: str | None
 
 
 def test_other_task_prompts() -> None:
-    emoji = "Your task is to reflect the speaker's likely facial expression through a fitting emoji.\n\nMessage: ```hi```"
+    emoji = ("Your task is to reflect the speaker's likely facial expression through a fitting emoji.\n\n"
+             "Message: ```hi```")
     assert task_of(emoji)[0] == "emoji"  # type: ignore[index]
     page_assist = ("Here is the query:\n\n--------------\n\nDid a van stop?\n\n--------------\n\nCreate a concise, "
                    "3-5 word phrase as a title for the previous query. RESPOND ONLY WITH THE TITLE TEXT.")

@@ -20,6 +20,7 @@ PACKAGE = Path(lucy.__file__).parent
 FORBIDDEN = [
     ("lucy.ingest.roots", "lucy.ingest.source"),
     ("lucy.memory", "lucy.query"),
+    ("lucy.memory", "lucy.watch"),
 ]
 
 # Names that moved to a lower module: nothing imports them from their old home (no forwarding shims left).
@@ -30,6 +31,9 @@ MOVED = [
     "lucy.ingest.source.redacting_handler",
     "lucy.ingest.source.RedactingFilter",
     "lucy.query.text",
+    "lucy.watch.model",
+    "lucy.watch.Alert",
+    "lucy.watch.Watch",
 ]
 
 

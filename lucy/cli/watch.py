@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from lucy.config import LucySettings
     from lucy.ingest import FrameStores
     from lucy.memory.store import MemoryStore
-    from lucy.watch import Alert
+    from lucy.memory.watches import Alert
 
 WATCH_POLL_SECONDS = 0.5  # how often `lucy watch` looks for new alerts
 

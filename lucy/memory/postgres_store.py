@@ -59,7 +59,7 @@ from lucy.memory.rows import (
     watch_of,
 )
 from lucy.memory.store import MemoryStore, text_hash
-from lucy.watch.model import Alert, Watch
+from lucy.memory.watches import Alert, Watch
 
 T = TypeVar("T")
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lucy.memory.nodes import MemoryNode
+from lucy.memory.watches import Alert, Watch
 from lucy.untrusted import normalise_line
-from lucy.watch.model import Alert, Watch
 
 NODE_COLUMNS = 'id, stream, level, start, "end", text, instruction, origin, parent, model, created'
 WATCH_COLUMNS = "id, stream, question, cooldown_seconds, webhook_url, created, active"

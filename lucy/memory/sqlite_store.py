@@ -51,7 +51,7 @@ from lucy.memory.rows import (
     watch_of,
 )
 from lucy.memory.store import MemoryStore, text_hash
-from lucy.watch.model import Alert, Watch
+from lucy.memory.watches import Alert, Watch
 
 DB_NAME = "memory.sqlite"
 T = TypeVar("T")

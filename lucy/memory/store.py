@@ -20,8 +20,8 @@ import numpy as np
 
 from lucy.config import Level
 from lucy.memory.nodes import MemoryNode
+from lucy.memory.watches import Alert, Watch
 from lucy.untrusted import strip_nul
-from lucy.watch.model import Alert, Watch
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 from lucy.metrics.progress import StreamProgress
 
@@ -188,3 +188,42 @@ class StreamSample:
     questions: QuestionStats
     worker_restarts: int = 0
     worker_pid: int | None = None  # the stream's worker process while it runs
+
+
+# A watch check's verdict on one span (:mod:`lucy.watch.checker`).
+Verdict = Literal["yes", "no", "maybe"]
+VERDICTS: tuple[Verdict, ...] = ("yes", "no", "maybe")
+
+
+@dataclass
+class WatchStats:
+    """Counters of one stream's watch checker, written by the builder's loop and read from any thread through
+    :meth:`snapshot` (the exporter, the API). They only grow."""
+
+    stream: str
+    checks: int = 0  # (watch, coarse span) pairs checked, errors included
+    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))  # final verdicts
+    confirmations: int = 0  # "maybe" verdicts confirmed by captioning the span's fine sub-spans
+    confirmations_skipped: int = 0  # "maybe" verdicts left unconfirmed (the hourly budget was spent)
+    alerts: int = 0  # alerts stored
+    merged: int = 0  # yeses within a watch's cooldown, taken as the same event as its open alert
+    errors: int = 0  # checks that failed (logged; the span counts as checked)
+    llm_calls: int = 0
+    caption_calls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, verdict: Verdict | None = None, **counts: int) -> None:
+        """Add to counters by name; ``verdict`` counts one final verdict of that kind."""
+        with self._lock:
+            if verdict is not None:
+                self.verdicts[verdict] += 1
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def snapshot(self) -> dict[str, object]:
+        """The counters, copied under the lock."""
+        with self._lock:
+            return {"stream": self.stream, "checks": self.checks, "verdicts": dict(self.verdicts),
+                    "confirmations": self.confirmations, "confirmations_skipped": self.confirmations_skipped,
+                    "alerts": self.alerts, "merged": self.merged, "errors": self.errors,
+                    "llm_calls": self.llm_calls, "caption_calls": self.caption_calls}

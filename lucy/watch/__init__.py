@@ -1,7 +1,5 @@
-"""Watches: standing questions on a stream, checked as each coarse span closes, and the alerts they raise."""
+"""Watches: standing questions on a stream, checked as each coarse span closes, and the alerts they raise.
 
-from __future__ import annotations
-
-from lucy.watch.model import VERDICTS, Alert, AlertLevel, Verdict, Watch, WatchStats
-
-__all__ = ["VERDICTS", "Alert", "AlertLevel", "Verdict", "Watch", "WatchStats"]
+The records (:class:`~lucy.memory.watches.Watch`, :class:`~lucy.memory.watches.Alert`) live with the memory stores
+that persist them; this package checks (:mod:`lucy.watch.checker`) and delivers (:mod:`lucy.watch.delivery`).
+"""

@@ -52,7 +52,8 @@ from lucy.query.memory_view import heard_text
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
 from lucy.query.reasoners.lexical_watch import watch_subject
 from lucy.text import terms
-from lucy.watch.model import Alert, AlertLevel, Watch, WatchStats
+from lucy.memory.watches import Alert, AlertLevel, Watch
+from lucy.metrics.stats import WatchStats
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from lucy import __version__
 from lucy.config.settings import AlertSettings
 from lucy.memory.store import MemoryStore
 from lucy.errors import WebhookRefused
-from lucy.watch.model import Alert, Watch
+from lucy.memory.watches import Alert, Watch
 from lucy.watch.targets import WebhookPolicy
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import pytest
 from lucy.cluster.leases import Fenced, Leases
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.postgres_store import PostgresMemoryStore
-from lucy.watch.model import Alert
+from lucy.memory.watches import Alert
 
 
 @pytest.fixture

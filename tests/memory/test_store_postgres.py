@@ -26,7 +26,7 @@ from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
 from lucy.memory.stores import open_existing_memory, open_memory
 from lucy.testing.postgres import PG_PASSWORD  # the server's password, which must never be shown
-from lucy.watch.model import Alert
+from lucy.memory.watches import Alert
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

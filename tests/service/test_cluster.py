@@ -31,7 +31,7 @@ from lucy.testing.postgres import PostgresServer
 from lucy.testing.ray_cluster import LocalCluster
 from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY
 from lucy.testing.waiting import wait_for
-from lucy.watch.model import Alert
+from lucy.memory.watches import Alert
 
 VIDEO_SECONDS = 40
 STORED_FPS = 2.0  # the live preset's finest rate: frames a whole run stores per media second

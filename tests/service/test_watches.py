@@ -19,7 +19,7 @@ import httpx
 
 from lucy.config import LucySettings
 from lucy.memory.sqlite_store import open_memory
-from lucy.watch.model import Alert
+from lucy.memory.watches import Alert
 from tests.service.conftest import LucyServer, Mosquitto, wait_for
 from tests.service.test_mqtt import Watcher
 

@@ -11,7 +11,7 @@ from typing import Any
 from lucy.config import load_settings
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.watch.delivery import AlertFollower, DeliveryStats
-from lucy.watch.model import Alert, Watch
+from lucy.memory.watches import Alert, Watch
 
 
 class Recorder:

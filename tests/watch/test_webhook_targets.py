@@ -14,7 +14,7 @@ import pytest
 from lucy.config import load_settings
 from lucy.errors import WebhookRefused
 from lucy.watch.delivery import DeliveryStats, WebhookSink
-from lucy.watch.model import Alert, Watch
+from lucy.memory.watches import Alert, Watch
 from lucy.watch.targets import WebhookPolicy
 from tests.service.test_watches import receiver
 

@@ -25,9 +25,11 @@ def evaluate(benchmark: Annotated[Benchmark, typer.Argument(help="Which benchmar
              limit: Annotated[int | None, typer.Option(min=1, help="Ask at most this many questions (file order).",
                                                        show_default=False)] = None,
              parallel: Annotated[int, typer.Option(min=1, help="Videos processed at once.")] = 1,
-             resume: Annotated[bool, typer.Option("--resume", help="Skip questions already in the predictions file.")] = False,
+             resume: Annotated[bool, typer.Option(
+                 "--resume", help="Skip questions already in the predictions file.")] = False,
              while_ingesting: Annotated[bool, typer.Option(
-                 "--while-ingesting", help="Ask each question at its video's midpoint and end while it is ingested (paced).")] = False,
+                 "--while-ingesting",
+                 help="Ask each question at its video's midpoint and end while it is ingested (paced).")] = False,
              pace: Annotated[float, typer.Option(min=0.01, help="Ingest speed while asking during ingest, x real "
                                                  "time.")] = 1.0,
              subtitles: Annotated[Path | None, typer.Option(

@@ -151,7 +151,7 @@ def build_report(state: RunState) -> dict[str, Any]:
         "tables": accuracy_tables(state.benchmark, scored_at_end) if any(p.correct is not None for p in preds) else {},
         "confidence": confidence_rows(scored_at_end),
         "cost": cost_row(state, preds),
-        "videos": [{k: v for k, v in video.__dict__.items()} for video in state.videos.values()],
+        "videos": [dict(video.__dict__) for video in state.videos.values()],
     }
     if state.while_ingesting and state.benchmark != "ovobench":
         report["while_ingesting_table"] = online_rows(preds)

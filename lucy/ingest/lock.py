@@ -192,7 +192,7 @@ def probe(lock: FileLock, wait_seconds: float = 0.0) -> None:
                 return
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise lock._refusal() from None  # noqa: SLF001
+                    raise lock._refusal() from None
                 time.sleep(0.05)
     finally:
         os.close(fd)

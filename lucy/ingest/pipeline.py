@@ -245,7 +245,7 @@ class Ingestor:
                         continue
                 if not hand_over(item):
                     return
-        except BaseException as err:  # handed to the writer, which re-raises it in the caller's thread
+        except BaseException as err:  # noqa: BLE001  (handed to the writer, which re-raises it in the caller's thread)
             hand_over(err)
         finally:
             hand_over(_DONE)

@@ -96,7 +96,8 @@ def find_tessdata(explicit: str, languages: str) -> str:
     where = explicit or "TESSDATA_PREFIX and " + ", ".join(_SYSTEM_TESSDATA)
     raise LucyError(f"Tesseract language data for {languages!r} not found in {where}; install it "
                     "(Debian: apt-get install tesseract-ocr tesseract-ocr-eng), set captioner.pixels.tessdata_dir, "
-                    "choose captioner.pixels.ocr_engine = 'rapidocr', or turn OCR off with captioner.pixels.ocr = false")
+                    "choose captioner.pixels.ocr_engine = 'rapidocr', or turn OCR off with "
+                    "captioner.pixels.ocr = false")
 
 
 L_SEVERITY_EXTERNAL, L_SEVERITY_NONE = 0, 6  # Leptonica's message severities (environ.h): "read the env", "none"

@@ -191,8 +191,8 @@ class _QuestionLoop:
     async def execute(self) -> AsyncIterator[TraceStep]:
         """Answer the question, yielding each step as it happens; ``result`` is set at the end."""
         await self._open()
-        async for step in caption_tail(self.view, self.span_captioner, self.trace,
-                                       max_spans=self.config.tail_max_spans, instruction=self.engine.coarse_instruction):
+        async for step in caption_tail(self.view, self.span_captioner, self.trace, max_spans=self.config.tail_max_spans,
+                                       instruction=self.engine.coarse_instruction):
             yield step
         top_down = self.summaries.needed()
         if top_down:

@@ -195,7 +195,8 @@ def write_video(
         stream.pix_fmt = "yuv420p"
         stream.time_base = time_base
         stream.codec_context.time_base = time_base
-        stream.options = {"preset": preset, **(codec_options or {})} if codec == "libx264" else dict(codec_options or {})
+        stream.options = ({"preset": preset, **(codec_options or {})} if codec == "libx264"
+                          else dict(codec_options or {}))
         if gop is not None:
             stream.codec_context.gop_size = gop
         sound = None

@@ -175,7 +175,7 @@ class ScriptedOpenAIServer:
             self.headers.append({k.lower(): v for k, v in request.headers.items()})
         try:
             reply = self._next_reply(body)
-        except Exception as err:  # a broken test script: say so instead of hanging the client
+        except Exception as err:  # noqa: BLE001  (a broken test script: say so instead of hanging the client)
             self.errors.append(f"{type(err).__name__}: {err}")
             return _error(500, f"scripted reply failed: {err}", "server_error")
         if not await self._process(self.latency + reply.delay):

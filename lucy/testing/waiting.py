@@ -29,7 +29,8 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
     """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout`` seconds.
 
     Exceptions of the ``tolerate`` types (a server still starting, say) count as "not yet"; one raised by the last
-    poll is named in the failure. Polling instead of sleeping keeps tests fast on a quiet machine and patient on a busy one.
+    poll is named in the failure. Polling instead of sleeping keeps tests fast on a quiet machine and patient on a
+    busy one.
     """
     deadline = time.monotonic() + timeout
     last: BaseException | None = None

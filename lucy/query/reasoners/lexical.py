@@ -426,7 +426,7 @@ class LexicalReasoner(Reasoner):
         moment, and stand on the moment's other lines), half for words that only name the kind of answer
         ("colour", "how many")."""
         subject = subject_of(question)
-        weights = {t: CONTEXT_WEIGHT for t in question_terms(question)}
+        weights = dict.fromkeys(question_terms(question), CONTEXT_WEIGHT)
         for t in question_terms(subject) + (["background"] if _BACKGROUND.search(subject) else []):
             weights[t] = 1.0
         for t in weights.keys() & _ANSWER_KIND:

@@ -120,6 +120,23 @@ def test_unreachable_server_is_a_clear_error():
         asyncio.run(r.answer(Q, MEMORY))
 
 
+def test_errors_name_the_server_without_its_credentials():
+    r = OpenAIReasoner(base_url="http://lucy:hunter2@127.0.0.1:9/v1", model="m", max_retries=0, timeout_seconds=2)
+    with pytest.raises(ReasonerError, match="cannot be reached") as caught:
+        asyncio.run(r.answer(Q, MEMORY))
+    assert "hunter2" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)
+
+
+def test_one_reasoner_answers_on_several_event_loops():
+    # asyncio.run per command, a question thread's loop: each loop gets its own client (an HTTP connection kept
+    # alive by one loop cannot be used by the next).
+    with ScriptedOpenAIServer([Reply(json.dumps(GOOD))] * 3) as server:
+        r = reasoner(server)
+        replies = [asyncio.run(r.answer(Q, MEMORY)) for _ in range(3)]
+        asyncio.run(r.aclose())
+    assert [x.reply.option_index for x in replies] == [0, 0, 0] and len(server.requests) == 3
+
+
 def test_falls_back_to_free_text_when_the_server_refuses_the_schema():
     def script(body):
         if "response_format" in body:

@@ -20,7 +20,6 @@ import logging
 import random
 import re
 import time
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -35,7 +34,7 @@ from lucy.config.settings import OpenAICaptionerSettings
 from lucy.ingest.frames import Clip
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.nodes import Caption
-from lucy.redaction import redact_url
+from lucy.openai_endpoint import OpenAIEndpoint, error_message
 from lucy.untrusted import neutralise
 
 log = logging.getLogger(__name__)
@@ -135,32 +134,19 @@ class OpenAICaptioner(Captioner):
         self.model = settings.model
         self.stats = OpenAICaptionerStats()
         self.max_in_flight = max_in_flight
-        self._key = settings.api_key.get_secret_value()
-        self._where = redact_url(settings.base_url)
-        self._given_client = client
-        # HTTP connections and semaphores belong to one event loop; a captioner may be used from several
-        # (asyncio.run per command, a builder thread and a question thread), so each loop gets its own.
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = \
-            weakref.WeakKeyDictionary()
-
-    def _for_loop(self) -> tuple[Any, asyncio.Semaphore]:
-        loop = asyncio.get_running_loop()
-        pair = self._per_loop.get(loop)
-        if pair is None:
-            client = self._given_client or openai.AsyncOpenAI(
-                base_url=self.settings.base_url, api_key=self._key, max_retries=0,
-                timeout=self.settings.timeout_seconds)
-            pair = self._per_loop[loop] = (client, asyncio.Semaphore(self.max_in_flight))
-        return pair
+        # A client and an in-flight limit per event loop (a captioner is used from several: asyncio.run per
+        # command, a builder thread and a question thread). The client does not retry: we do, to count each retry.
+        self.endpoint = OpenAIEndpoint(settings.base_url, settings.api_key.get_secret_value(),
+                                       timeout_seconds=settings.timeout_seconds, max_retries=0,
+                                       max_in_flight=max_in_flight, client=client)
+        self._where = self.endpoint.where
 
     def __repr__(self) -> str:
         return f"OpenAICaptioner(base_url={self._where!r}, model={self.model!r}, send_as={self.settings.send_as!r})"
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running loop (those of finished loops went with their loops)."""
-        pair = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if pair is not None:
-            await pair[0].close()
+        await self.endpoint.aclose()
 
     # ------------------------------------------------------------------------------------------- request
 
@@ -195,8 +181,7 @@ class OpenAICaptioner(Captioner):
         jpegs = await asyncio.to_thread(encode_jpeg_frames, frames, self.settings.image_max_side,
                                         self.settings.jpeg_quality)
         messages = self.build_messages(clip, instruction, level, jpegs, times, transcript)
-        client, slots = self._for_loop()
-        async with slots:
+        async with self.endpoint.slot() as client:
             self.stats.in_flight += 1
             self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
             try:
@@ -261,7 +246,7 @@ class OpenAICaptioner(Captioner):
                 if status != 429 and status < 500:
                     hint = " (check captioner.openai.api_key)" if status in (401, 403) else ""
                     raise CaptionerError(f"{self._where} refused the caption request: HTTP {status}: "
-                                         f"{self._scrub(_message_of(err))}{hint}") from None
+                                         f"{self._scrub(error_message(err))}{hint}") from None
                 reason = f"HTTP {status}"
                 retry_after = _retry_after(err.response.headers)
             except (openai.APIResponseValidationError, ValueError) as err:  # unparsable body (broken JSON)
@@ -290,18 +275,7 @@ class OpenAICaptioner(Captioner):
 
     def _scrub(self, text: str) -> str:
         """``text`` without the API key (a server may echo it) and without URL credentials."""
-        if self._key and len(self._key) >= 4:
-            text = text.replace(self._key, "***")
-        return redact_url(text)
-
-
-def _message_of(err: openai.APIStatusError) -> str:
-    body = err.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:300]
-    return str(err.message)[:300]
+        return self.endpoint.scrub(text)
 
 
 def _retry_after(headers: Any) -> float | None:

@@ -20,7 +20,7 @@ import openai
 
 from lucy.config.settings import OpenAIEmbedderSettings
 from lucy.memory.embedders.base import Embedder, EmbedderError, normalise
-from lucy.redaction import redact_url
+from lucy.openai_endpoint import OpenAIEndpoint
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -37,10 +37,10 @@ class OpenAIEmbedder(Embedder):
         self.settings = settings
         prefixes = settings.query_prefix + "\0" + settings.passage_prefix
         self.model = f"{settings.model}#{hashlib.blake2b(prefixes.encode(), digest_size=4).hexdigest()}"
-        self._where = redact_url(settings.base_url)
-        self._client = client or openai.OpenAI(
-            base_url=settings.base_url, api_key=settings.api_key.get_secret_value(),
-            timeout=settings.timeout_seconds, max_retries=settings.max_retries)
+        self.endpoint = OpenAIEndpoint(settings.base_url, settings.api_key.get_secret_value(),
+                                       timeout_seconds=settings.timeout_seconds, max_retries=settings.max_retries,
+                                       client=client)
+        self._where = self.endpoint.where
         self._dim: int | None = None
         self._lock = threading.Lock()
 
@@ -64,7 +64,8 @@ class OpenAIEmbedder(Embedder):
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         try:
-            reply = self._client.embeddings.create(model=self.settings.model, input=texts, encoding_format="float")
+            reply = self.endpoint.sync_client().embeddings.create(model=self.settings.model, input=texts,
+                                                                  encoding_format="float")
         except openai.APIStatusError as err:
             raise EmbedderError(f"{self._where} refused the embedding request: HTTP {err.status_code}") from None
         except openai.APITimeoutError:
@@ -100,4 +101,4 @@ class OpenAIEmbedder(Embedder):
         return normalise(matrix)
 
     def close(self) -> None:
-        self._client.close()
+        self.endpoint.close()

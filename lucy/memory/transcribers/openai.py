@@ -12,7 +12,6 @@ import asyncio
 import io
 import math
 import wave
-import weakref
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ import openai
 from lucy.config.settings import OpenAITranscriberSettings
 from lucy.ingest.frames import AudioClip
 from lucy.memory.transcribers.base import Transcriber, TranscriberError, TranscriptLine
-from lucy.redaction import redact_url
+from lucy.openai_endpoint import OpenAIEndpoint
 
 _NO_SPEECH = 0.6  # a segment the server thinks is no speech with more probability than this is dropped
 
@@ -53,29 +52,17 @@ class OpenAITranscriber(Transcriber):
         self.settings = settings
         self.model = settings.model
         self.max_in_flight = max_in_flight
-        self._key = settings.api_key.get_secret_value()
-        self._where = redact_url(settings.base_url)
-        self._given_client = client
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = \
-            weakref.WeakKeyDictionary()
+        self.endpoint = OpenAIEndpoint(settings.base_url, settings.api_key.get_secret_value(),
+                                       timeout_seconds=settings.timeout_seconds, max_retries=settings.max_retries,
+                                       max_in_flight=max_in_flight, client=client)
+        self._where = self.endpoint.where
 
     def __repr__(self) -> str:
         return f"OpenAITranscriber(base_url={self._where!r}, model={self.model!r})"
 
-    def _for_loop(self) -> tuple[Any, asyncio.Semaphore]:
-        loop = asyncio.get_running_loop()
-        pair = self._per_loop.get(loop)
-        if pair is None:
-            client = self._given_client or openai.AsyncOpenAI(
-                base_url=self.settings.base_url, api_key=self._key, max_retries=self.settings.max_retries,
-                timeout=self.settings.timeout_seconds)
-            pair = self._per_loop[loop] = (client, asyncio.Semaphore(self.max_in_flight))
-        return pair
-
     async def transcribe(self, clip: AudioClip) -> list[TranscriptLine]:
         if len(clip) == 0:
             return []
-        client, slots = self._for_loop()
         body = await asyncio.to_thread(wav_bytes, clip.samples, clip.sample_rate)
         kwargs: dict[str, Any] = {"model": self.model, "file": ("clip.wav", body, "audio/wav"),
                                   "response_format": self.settings.timestamps}
@@ -83,7 +70,7 @@ class OpenAITranscriber(Transcriber):
             kwargs["language"] = self.settings.language
         if self.settings.timestamps == "verbose_json":
             kwargs["timestamp_granularities"] = ["segment"]
-        async with slots:
+        async with self.endpoint.slot() as client:
             try:
                 reply = await client.audio.transcriptions.create(**kwargs)
             except openai.APIStatusError as err:
@@ -119,6 +106,4 @@ class OpenAITranscriber(Transcriber):
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running loop (those of finished loops went with their loops)."""
-        pair = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if pair is not None and self._given_client is None:
-            await pair[0].close()
+        await self.endpoint.aclose()

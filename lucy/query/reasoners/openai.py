@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
+from lucy.openai_endpoint import OpenAIEndpoint
 from lucy.query import prompts
 from lucy.query.reasoners.base import (
     AnswerReply,
@@ -131,7 +132,8 @@ def parse_reply(text: str, model: type[M], check: Callable[[M], M] | None = None
 
 
 class OpenAIReasoner(Reasoner):
-    """The agents on a chat-completions endpoint. One client, shared by all questions of a process."""
+    """The agents on a chat-completions endpoint, shared by all questions of a process (a client per event loop it
+    is used on). Errors name the server without its credentials."""
 
     name = "openai"
 
@@ -143,11 +145,11 @@ class OpenAIReasoner(Reasoner):
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.structured_output: StructuredOutput = structured_output
-        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_seconds,
-                                          max_retries=max_retries)
+        self.endpoint = OpenAIEndpoint(base_url, api_key, timeout_seconds=timeout_seconds, max_retries=max_retries)
+        self._where = self.endpoint.where
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self.endpoint.aclose()
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any] | None:
         if self.structured_output in ("auto", "json_schema"):
@@ -165,29 +167,31 @@ class OpenAIReasoner(Reasoner):
         if fmt is not None:
             request["response_format"] = fmt
         started = time.perf_counter()
+        client = self.endpoint.client()
         try:
             try:
-                response = await self._client.chat.completions.create(**request)
+                response = await client.chat.completions.create(**request)
             except openai.BadRequestError as err:
                 if self.structured_output != "auto" or fmt is None:
                     raise
                 # This server does not take the schema: parse free text from now on.
                 log.info("reasoner %s refused response_format (%s); parsing free text from now on",
-                         self.base_url, err.message)
+                         self._where, self.endpoint.scrub(str(err.message)))
                 self.structured_output = "off"
                 request.pop("response_format", None)
                 usage.llm_calls += 1
-                response = await self._client.chat.completions.create(**request)
+                response = await client.chat.completions.create(**request)
         except openai.APIStatusError as err:
-            raise ReasonerError(f"reasoner {self.model} at {self.base_url} answered HTTP {err.status_code}: "
-                                f"{clip_text(str(err.message), 300)}") from None
+            raise ReasonerError(f"reasoner {self.model} at {self._where} answered HTTP {err.status_code}: "
+                                f"{clip_text(self.endpoint.scrub(str(err.message)), 300)}") from None
         except openai.APITimeoutError:
-            raise ReasonerError(f"reasoner {self.model} at {self.base_url} timed out") from None
+            raise ReasonerError(f"reasoner {self.model} at {self._where} timed out") from None
         except openai.APIConnectionError as err:
-            raise ReasonerError(f"reasoner {self.model} at {self.base_url} cannot be reached: {err}") from None
+            raise ReasonerError(f"reasoner {self.model} at {self._where} cannot be reached: "
+                                f"{self.endpoint.scrub(str(err))}") from None
         except openai.APIError as err:  # e.g. a body that is not a chat completion
-            raise ReasonerError(f"reasoner {self.model} at {self.base_url} sent an unusable reply: "
-                                f"{clip_text(str(err), 300)}") from None
+            raise ReasonerError(f"reasoner {self.model} at {self._where} sent an unusable reply: "
+                                f"{clip_text(self.endpoint.scrub(str(err)), 300)}") from None
         finally:
             usage.latency_seconds += time.perf_counter() - started
         if getattr(response, "usage", None) is not None:

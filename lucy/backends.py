@@ -10,11 +10,11 @@ GPU (``vllm``), a Tesseract instance (``pixels``). Every caller gets its backend
   streams whose captioner settings differ (a stream may name its own backend): two streams with the same settings
   share one captioner, and with it one cap on captions in flight.
 - a stream's background coarse builder (``lucy ingest``, a ``lucy serve`` stream worker, ``lucy demo``):
-  :func:`builder_captioner` and :func:`builder_transcriber`, *unguarded*, because the builder has its own rules for a failing captioner (it
-  retries each span with backoff until the captioner answers; a question's deadline and breaker would only make
-  it give up). The builder owns it and closes it on its own event loop. :func:`builder_embedder` likewise: the
-  builder embeds what it stores, off its write path, and closes the embedder when it stops. :func:`builder_reasoner`
-  likewise: the reasoner of the stream's watch checker, closed on the builder's loop.
+  :func:`builder_captioner` and :func:`builder_transcriber`, *unguarded*, because the builder has its own rules for a
+  failing captioner (it retries each span with backoff until the captioner answers; a question's deadline and breaker
+  would only make it give up). The builder owns it and closes it on its own event loop. :func:`builder_embedder`
+  likewise: the builder embeds what it stores, off its write path, and closes the embedder when it stops.
+  :func:`builder_reasoner` likewise: the reasoner of the stream's watch checker, closed on the builder's loop.
 
 Async clients belong to the event loop they were made on: make and use a :class:`Backends` on one loop, and close
 it there.

@@ -5,8 +5,9 @@ histograms have explicit buckets, and the only label is the stream name (bounded
 never a URL), plus a ``reason`` of four values on the bytes retention freed, a ``sink`` and ``outcome`` (a few
 values each) on alert deliveries, and ``version`` and ``python`` on ``lucy_build_info``. The registry also holds
 prometheus_client's process and platform collectors (``process_*`` of the server process, ``python_info``,
-``python_gc_*``); each stream's worker process is measured from /proc (``lucy_stream_worker_*``). The exporter is called before each scrape and on a timer; it reads plain figures and never hides
-an error (a bug here fails the scrape loudly rather than serving stale numbers).
+``python_gc_*``); each stream's worker process is measured from /proc (``lucy_stream_worker_*``). The exporter is called
+before each scrape and on a timer; it reads plain figures and never hides an error (a bug here fails the scrape loudly
+rather than serving stale numbers).
 """
 
 from __future__ import annotations

@@ -1,20 +1,86 @@
 """Shared fixtures: isolated data directories, a way to run the `lucy` CLI, and the real servers several test
-folders use (PostgreSQL, a SeaweedFS S3 server), one each per test session."""
+folders use (PostgreSQL, a SeaweedFS S3 server), one each per test session (per xdist worker under `make test`).
+
+It also sorts the suite into two lanes: a test that starts servers, browsers, a Ray cluster or child processes is
+marked ``services`` here, by the folder it is in, the fixtures it uses or the harnesses its module imports, so that
+``make test-fast`` (``-m "not services"``) is the unit and pipeline tests without anyone having to remember a marker.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from lucy.config import LucySettings, load_settings
 from lucy.testing.waiting import ServerUnavailable
+
+# Folders whose every test runs real servers (lucy serve, RTSP, mosquitto, PostgreSQL, SeaweedFS, Ray, Chromium).
+SERVICE_FOLDERS = frozenset({"service", "live", "cluster"})
+# Fixtures (used directly or through other fixtures) that start a server or a child process.
+SERVICE_FIXTURES = frozenset({"postgres_server", "postgres_dsn", "weed", "rtsp_available", "mosquitto", "lucy_server",
+                              "shared_server", "run_lucy", "live"})
+# Harnesses whose name in a test module (imported at the top or inside a function) means its tests start servers or
+# child processes themselves.
+SERVICE_HARNESSES = re.compile(r"\b(subprocess|ScriptedOpenAIServer|PostgresServer|Weed|LocalCluster|webdriver|"
+                               r"_run_lucy|free_port)\b")
+TESTS = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Lane:
+    """Where one collected test went (kept before ``-m`` deselects any), for tests/test_lanes.py."""
+
+    nodeid: str
+    path: str
+    services: bool
+    fixtures: tuple[str, ...]
+
+
+_LANES = pytest.StashKey[list[Lane]]()
+
+
+@functools.cache
+def _module_starts_services(path: Path) -> bool:
+    return SERVICE_HARNESSES.search(path.read_text(errors="replace")) is not None
+
+
+def _starts_services(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath)).resolve()
+    folder = path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
+    if folder in SERVICE_FOLDERS or SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    return path.suffix == ".py" and _module_starts_services(path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``services`` tests, and put files with such tests first (each file stays in one piece): under xdist the
+    long files start early instead of being the last ones left running on one worker."""
+    files_with_services: set[str] = set()
+    for item in items:
+        explicit = item.get_closest_marker("services") or item.get_closest_marker("fast_lane")
+        if explicit is None and _starts_services(item):
+            item.add_marker(pytest.mark.services)
+        if item.get_closest_marker("services") is not None:
+            files_with_services.add(str(item.fspath))
+    items.sort(key=lambda item: str(item.fspath) not in files_with_services)  # stable: order within a file kept
+    config.stash[_LANES] = [Lane(item.nodeid, str(item.fspath), item.get_closest_marker("services") is not None,
+                                 tuple(getattr(item, "fixturenames", ()))) for item in items]
+
+
+@pytest.fixture
+def collected_lanes(request: pytest.FixtureRequest) -> list[Lane]:
+    """Every collected test with its lane, in the order the suite runs."""
+    return request.config.stash[_LANES]
 
 
 @pytest.fixture(autouse=True)

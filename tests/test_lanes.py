@@ -1,0 +1,51 @@
+"""The two test lanes are sorted by tests/conftest.py, not by hand: these checks keep `make test-fast` free of tests
+that start servers, and keep the folders, fixtures and harnesses that mean "services" marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+SERVER_FOLDERS = {"service", "live", "cluster"}
+SERVER_FIXTURES = {"postgres_dsn", "weed", "mosquitto", "lucy_server", "shared_server", "run_lucy", "rtsp_server"}
+
+
+def _lanes(collected_lanes: list) -> list:
+    if not any(lane.path.endswith("test_openai_reasoner.py") for lane in collected_lanes):
+        pytest.skip("collect the whole suite to check its lanes")
+    return collected_lanes
+
+
+def _folder(path: str) -> str:
+    return Path(path).resolve().relative_to(TESTS).parts[0]
+
+
+def test_server_folders_fixtures_and_harnesses_are_marked(collected_lanes: list) -> None:
+    lanes = _lanes(collected_lanes)
+    for lane in lanes:
+        if _folder(lane.path) in SERVER_FOLDERS or SERVER_FIXTURES.intersection(lane.fixtures):
+            assert lane.services, lane.nodeid
+    # modules that start a scripted OpenAI server inside a test, or run `lucy` in a child process
+    for name in ("tests/query/test_openai_reasoner.py::", "tests/query/test_cli.py::", "tests/cli/test_cli_usage.py::"):
+        assert [lane.services for lane in lanes if lane.nodeid.startswith(name)] and \
+            all(lane.services for lane in lanes if lane.nodeid.startswith(name)), name
+
+
+def test_the_fast_lane_is_the_unit_and_pipeline_tests(collected_lanes: list, request: pytest.FixtureRequest) -> None:
+    lanes = _lanes(collected_lanes)
+    fast = [lane for lane in lanes if not lane.services]
+    assert len(fast) > len(lanes) // 3  # the inner loop keeps the pure tests
+    assert {_folder(lane.path) for lane in fast} >= {"query", "memory", "ingest", "watch", "eval"}
+    assert any(lane.nodeid.startswith("tests/test_lint.py::") for lane in fast)  # ruff is in the inner loop
+    assert request.node.nodeid in {lane.nodeid for lane in fast}  # this file starts nothing
+
+
+def test_each_file_stays_in_one_piece_with_service_files_first(collected_lanes: list) -> None:
+    """xdist's loadfile hands whole files to workers in collection order: the long (services) files go first."""
+    lanes = _lanes(collected_lanes)
+    runs = [lane.path for k, lane in enumerate(lanes) if k == 0 or lanes[k - 1].path != lane.path]
+    assert len(runs) == len(set(runs)), "a file's tests are split"
+    kinds = [any(lane.services for lane in lanes if lane.path == path) for path in runs]
+    assert kinds == sorted(kinds, reverse=True)

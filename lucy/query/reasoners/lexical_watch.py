@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lucy.memory.captioners import sections
 from lucy.query.memory_view import HEARD_PREFIX
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem
 from lucy.text import ABOUT_SPEECH, question_terms, similar, terms
@@ -60,8 +61,9 @@ _KIND_WORDS = {
     SPEECH: ABOUT_SPEECH,
 }
 _MEASURED = frozenset({TEXT, SCENE, OBJECTS, SPEECH})  # sections whose statements are read off the pixels or sound
-_SECTIONS = {"scenes": SCENE, "scene": SCENE, "on-screen text": TEXT, "objects": OBJECTS,
-             HEARD_PREFIX.lower(): SPEECH}
+# The embedded captioner's section names (lucy.memory.captioners.sections), and "Scene" as a VLM may write it.
+_SECTIONS = {sections.SCENES.lower(): SCENE, "scene": SCENE, sections.ON_SCREEN_TEXT.lower(): TEXT,
+             sections.OBJECTS.lower(): OBJECTS, HEARD_PREFIX.lower(): SPEECH}
 # A caption line that opens a section: "Scenes:", "On-screen text (read by OCR; ...):", "Objects: 1 white square";
 # a transcript line: 'Speech heard 12.0-14.0 s: "..."'.
 _HEADER = re.compile(r"^\s*([A-Z][A-Za-z -]*?)\s*(?:\([^)]*\))?\s*(?:\d[\d.\s-]*s)?\s*:(?:\s|$)")

@@ -28,13 +28,11 @@ The DSN may hold a password: it never appears in an error message or a log line 
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -44,22 +42,10 @@ from psycopg.conninfo import conninfo_to_dict
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
-from lucy.memory.rows import (
-    ALERT_COLUMNS,
-    NODE_COLUMNS,
-    QUESTION_COLUMNS,
-    SPAN_SLACK,
-    WATCH_COLUMNS,
-    alert_filter,
-    alert_of,
-    check_watch,
-    node_of,
-    question_of,
-    same_watch,
-    watch_of,
-)
+from lucy.memory.postgres_watches import PostgresWatches
+from lucy.memory.rows import NODE_COLUMNS, QUESTION_COLUMNS, SPAN_SLACK, node_of, question_of
+from lucy.memory.sql import ThreadConnections
 from lucy.memory.store import MemoryStore, text_hash
-from lucy.memory.watches import Alert, Watch
 
 T = TypeVar("T")
 
@@ -260,8 +246,9 @@ def _span_key(node: MemoryNode) -> str:
     return f"{node.stream}\x1f{node.level}\x1f{float(node.start)!r}"
 
 
-class PostgresMemoryStore(MemoryStore):
-    """Memory of every stream, in the PostgreSQL database named by ``dsn`` (any libpq connection string)."""
+class PostgresMemoryStore(PostgresWatches, MemoryStore):
+    """Memory of every stream, in the PostgreSQL database named by ``dsn`` (any libpq connection string); its
+    watches and alerts by :class:`lucy.memory.postgres_watches.PostgresWatches`."""
 
     def __init__(self, dsn: str, *, lock_timeout_seconds: float = 30.0, migrate: bool = True) -> None:
         self.name = redact_dsn(dsn)
@@ -272,11 +259,8 @@ class PostgresMemoryStore(MemoryStore):
                              f"({self.name})") from None
         self._dsn = dsn
         self.lock_timeout = lock_timeout_seconds
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: dict[threading.Thread, psycopg.Connection[Any]] = {}
-        self._pid = os.getpid()
-        self._closed = False
+        self._connections: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
+            self._connect, name=self.name, close_errors=(psycopg.Error,), usable=lambda conn: not conn.closed)
         self._fence: Fence | None = None
         if migrate:
             self._migrate()
@@ -308,17 +292,11 @@ class PostgresMemoryStore(MemoryStore):
         return StoreError(self._scrub(f"memory store {self.name}{doing}: {err}"))
 
     def _conn(self) -> psycopg.Connection[Any]:
-        if self._closed:
-            raise StoreError(f"memory store {self.name} is closed")
-        if self._pid != os.getpid():  # a forked child must not use its parent's connections
-            self._pid = os.getpid()
-            # (Nor close them: psycopg leaves a connection made by another process open, the parent's to use.)
-            self._local = threading.local()
-            self._connections = {}
-            self._lock = threading.Lock()
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is not None and not conn.closed:
-            return conn
+        """This thread's connection (:mod:`lucy.memory.sql`)."""
+        return self._connections.get()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A new connection (for :class:`lucy.memory.sql.ThreadConnections`: one per thread)."""
         try:
             conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS,
                                    application_name="lucy")
@@ -329,37 +307,11 @@ class PostgresMemoryStore(MemoryStore):
         except psycopg.Error as err:
             conn.close()
             raise self._error(err, " cannot be opened") from None
-        self._local.conn = conn
-        with self._lock:
-            self._connections[threading.current_thread()] = conn
-            self._close_orphans()
         return conn
-
-    def _discard(self, conn: psycopg.Connection[Any]) -> None:
-        """Forget a connection the server dropped: the next call of this thread opens a new one."""
-        self._local.conn = None
-        with self._lock:
-            for thread, held in list(self._connections.items()):
-                if held is conn:
-                    del self._connections[thread]
-        try:
-            conn.close()
-        except psycopg.Error:
-            pass
-
-    def _close_orphans(self) -> None:
-        """Close the connections of threads that have ended (call with the lock held)."""
-        for thread in [t for t in self._connections if not t.is_alive()]:
-            try:
-                self._connections.pop(thread).close()
-            except psycopg.Error:
-                pass
 
     def open_connections(self) -> int:
         """Connections held now (one per live thread that used the store)."""
-        with self._lock:
-            self._close_orphans()
-            return len(self._connections)
+        return self._connections.count()
 
     def _run(self, work: Callable[[Cursor], T], *, write: bool = False) -> T:
         """``work`` on this thread's connection (in one transaction when ``write``), psycopg errors as StoreError.
@@ -379,8 +331,8 @@ class PostgresMemoryStore(MemoryStore):
                 return result
             except psycopg.OperationalError as err:
                 broken = conn.broken or conn.closed
-                if broken:
-                    self._discard(conn)
+                if broken:  # forgotten: this thread's next call opens a new one
+                    self._connections.discard(conn)
                 if not (broken and attempt == 1 and not committing):
                     raise self._error(err) from None
             except psycopg.Error as err:
@@ -432,14 +384,7 @@ class PostgresMemoryStore(MemoryStore):
         return self._run(lambda c: c.execute("SELECT to_regclass('schema_version')").fetchone()[0]) is not None
 
     def close(self) -> None:
-        with self._lock:
-            connections, self._connections = list(self._connections.values()), {}
-            self._closed = True
-        for conn in connections:
-            try:
-                conn.close()
-            except psycopg.Error:
-                pass
+        self._connections.close()
 
     # ----------------------------------------------------------------------------------- nodes
 
@@ -666,98 +611,16 @@ class PostgresMemoryStore(MemoryStore):
             "WHERE stream = %s ORDER BY id DESC LIMIT %s", (stream, int(limit))).fetchall())
         return [question_of(stream, row) for row in rows]
 
-    # ----------------------------------------------------------------------------------- watches
 
-    def _add_watch(self, stream: str, question: str, *, cooldown_seconds: float,
-                   webhook_url: str | None) -> tuple[Watch, bool]:
-        check_watch(question, cooldown_seconds)
-        until = self.captioned_until(stream)
-        created = time.time()
-
-        def register(db: Cursor) -> tuple[Watch, bool]:
-            # Registrations of one stream's watches serialise on a lock of their own (held to the commit), so two
-            # at once, on any machine, cannot both miss the other and insert.
-            db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"watches:{stream}",))
-            same = same_watch(db.execute(f"SELECT {WATCH_COLUMNS} FROM watches WHERE stream = %s AND active "
-                                         "AND webhook_url IS NOT DISTINCT FROM %s ORDER BY id",
-                                         (stream, webhook_url)).fetchall(), question)
-            if same is not None:
-                return same, False
-            row = db.execute(
-                "INSERT INTO watches (stream, question, cooldown_seconds, webhook_url, created, checked_until) "
-                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                (stream, question.strip(), float(cooldown_seconds), webhook_url, created, until)).fetchone()
-            return Watch(id=int(row[0]), stream=stream, question=question.strip(),
-                         cooldown_seconds=float(cooldown_seconds), webhook_url=webhook_url, created=created), True
-
-        return self._run(register, write=True)
-
-    def watches(self, stream: str | None = None) -> list[Watch]:
-        sql, params = f"SELECT {WATCH_COLUMNS} FROM watches WHERE active", []
-        if stream is not None:
-            sql += " AND stream = %s"
-            params.append(stream)
-        rows = self._run(lambda c: c.execute(sql + " ORDER BY id", params).fetchall())
-        return [watch_of(r) for r in rows]
-
-    def delete_watch(self, watch_id: int) -> bool:
-        return self._run(lambda c: c.execute("UPDATE watches SET active = false WHERE id = %s AND active",
-                                             (int(watch_id),)).rowcount > 0, write=True)
-
-    def _add_alert(self, alert: Alert) -> Alert:
-        def write(db: Cursor) -> Any:
-            self._fenced(db, alert.stream)
-            return db.execute(
-                f"INSERT INTO alerts ({ALERT_COLUMNS.split(', ', 1)[1]}) "
-                f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (alert.watch_id, alert.stream, alert.question, float(alert.start), float(alert.end), alert.reason,
-                 float(alert.frame_time), alert.level, float(alert.created), float(alert.event_end),
-                 int(alert.llm_calls), int(alert.caption_calls))).fetchone()
-
-        return replace(alert, id=int(self._run(write, write=True)[0]))
-
-    def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
-               limit: int = 100) -> list[Alert]:
-        where, params = alert_filter(stream, watch_id, "%s")
-        rows = self._run(lambda c: c.execute(
-            f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} AND id > %s ORDER BY id LIMIT %s",
-            [*params, int(after_id), int(limit)]).fetchall())
-        return [alert_of(r) for r in rows]
-
-    def latest_alert(self, stream: str | None = None, *, watch_id: int | None = None) -> Alert | None:
-        where, params = alert_filter(stream, watch_id, "%s")
-        row = self._run(lambda c: c.execute(
-            f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} ORDER BY id DESC LIMIT 1", params).fetchone())
-        return None if row is None else alert_of(row)
-
-    def alert_cursor(self, consumer: str) -> int | None:
-        row = self._run(lambda c: c.execute("SELECT last_id FROM alert_cursors WHERE consumer = %s",
-                                            (consumer,)).fetchone())
-        return None if row is None else int(row[0])
-
-    def set_alert_cursor(self, consumer: str, last_id: int) -> None:
-        self._run(lambda c: c.execute("INSERT INTO alert_cursors (consumer, last_id) VALUES (%s, %s) "
-                                      "ON CONFLICT (consumer) DO UPDATE SET last_id = excluded.last_id",
-                                      (consumer, int(last_id))), write=True)
-
-    def watch_progress(self, watch_id: int) -> float:
-        row = self._run(lambda c: c.execute("SELECT checked_until FROM watches WHERE id = %s",
-                                            (int(watch_id),)).fetchone())
-        if row is None:
-            raise KeyError(f"no watch with id {watch_id}")
-        return float(row[0])
-
-    def set_watch_progress(self, watch_id: int, checked_until: float) -> None:
-        def write(db: Cursor) -> int:
-            if self._fence is not None:
-                row = db.execute("SELECT stream FROM watches WHERE id = %s", (int(watch_id),)).fetchone()
-                if row is not None:
-                    self._fenced(db, row[0])
-            return db.execute("UPDATE watches SET checked_until = %s WHERE id = %s",
-                              (float(checked_until), int(watch_id))).rowcount
-
-        updated = self._run(write, write=True)
-        if updated == 0:
-            raise KeyError(f"no watch with id {watch_id}")
+def shared_postgres(settings: LucySettings) -> PostgresMemoryStore:
+    """One PostgreSQL handle per process and database, for readers of the cluster's tables (the frame catalogue)
+    that open often (each question opens its stream's frames): its connections, one per thread, are reused."""
+    dsn = settings.memory.postgres_dsn
+    if dsn is None:
+        raise StoreError('memory.backend is "postgres" but memory.postgres_dsn is not set')
+    return _shared(dsn.get_secret_value(), settings.memory.busy_timeout_seconds)
 
 
+@functools.cache
+def _shared(dsn: str, lock_timeout_seconds: float) -> PostgresMemoryStore:
+    return PostgresMemoryStore(dsn, lock_timeout_seconds=lock_timeout_seconds)

@@ -50,6 +50,7 @@ from lucy.memory.rows import (
     same_watch,
     watch_of,
 )
+from lucy.memory.sql import ThreadConnections
 from lucy.memory.store import MemoryStore, text_hash
 from lucy.memory.watches import Alert, Watch
 
@@ -203,11 +204,8 @@ class SQLiteMemoryStore(MemoryStore):
     def __init__(self, path: Path, *, busy_timeout_seconds: float = 30.0) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout_seconds
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
-        self._pid = os.getpid()
-        self._closed = False
+        self._connections = ThreadConnections(self._connect, name=str(self.path), forked=self._forked,
+                                              close_errors=(sqlite3.ProgrammingError,))
         self._unchanged = _Unchanged(self.path, self.busy_timeout)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._owner_only()
@@ -238,50 +236,29 @@ class SQLiteMemoryStore(MemoryStore):
     # ----------------------------------------------------------------------------------- connections
 
     def _db(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError(f"memory store {self.path} is closed")
-        if self._pid != os.getpid():  # a forked child must not use its parent's connections
-            self._pid = os.getpid()
-            self._local = threading.local()
-            self._connections = {}
-            self._lock = threading.Lock()
-            self._unchanged = _Unchanged(self.path, self.busy_timeout)
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            try:
-                db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
-                                     check_same_thread=False)  # used by its own thread; closed by close()
-                db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                mode = self._enable_wal(db)
-            except sqlite3.DatabaseError as err:
-                raise StoreError(f"cannot open memory store {self.path}: {err}") from None
-            if mode.lower() != "wal":
-                raise StoreError(f"memory store {self.path}: cannot use WAL journal (got {mode!r})")
-            db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; never corrupt in WAL
-            db.execute("PRAGMA foreign_keys = ON")
-            self._local.db = db
-            with self._lock:
-                self._connections[threading.current_thread()] = db
-                self._close_orphans()
+        """This thread's connection (:mod:`lucy.memory.sql`)."""
+        return self._connections.get()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                                 check_same_thread=False)  # used by its own thread; closed by close()
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = self._enable_wal(db)
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"cannot open memory store {self.path}: {err}") from None
+        if mode.lower() != "wal":
+            raise StoreError(f"memory store {self.path}: cannot use WAL journal (got {mode!r})")
+        db.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; never corrupt in WAL
+        db.execute("PRAGMA foreign_keys = ON")
         return db
 
-    def _close_orphans(self) -> None:
-        """Close the connections of threads that have ended (call with the lock held).
-
-        Callers may use the store from short-lived threads (an event loop's executor, a thread per task): their
-        connections would otherwise stay open for the life of the store, one descriptor pair each.
-        """
-        for thread in [t for t in self._connections if not t.is_alive()]:
-            try:
-                self._connections.pop(thread).close()
-            except sqlite3.ProgrammingError:
-                pass
+    def _forked(self) -> None:
+        self._unchanged = _Unchanged(self.path, self.busy_timeout)  # (its connection is the parent's)
 
     def open_connections(self) -> int:
         """Connections held now (one per live thread that used the store)."""
-        with self._lock:
-            self._close_orphans()
-            return len(self._connections)
+        return self._connections.count()
 
     def _enable_wal(self, db: sqlite3.Connection) -> str:
         """Switch to the WAL journal and return the mode now in force.
@@ -321,15 +298,8 @@ class SQLiteMemoryStore(MemoryStore):
         return int(self._db().execute("PRAGMA user_version").fetchone()[0])
 
     def close(self) -> None:
-        with self._lock:
-            connections, self._connections = list(self._connections.values()), {}
-            self._closed = True
+        self._connections.close()
         self._unchanged.close()
-        for db in connections:
-            try:
-                db.close()
-            except sqlite3.ProgrammingError:
-                pass
 
     # ----------------------------------------------------------------------------------- nodes
 

@@ -557,13 +557,7 @@ class FileSource(Source):
         expected = self._expected_duration()
         resume = self._resume_point()
         if resume is not None and resume > 1.0:
-            # Jump to the keyframe before the resume point; frames up to it are skipped below (and the sound
-            # already stored, by the caller).
-            target = resume + start - 1.0
-            try:
-                self._container.seek(int(target / main.time_base), stream=main, backward=True)
-            except av.error.FFmpegError:
-                pass  # not seekable: decode from the start and skip
+            self._seek_before(resume + start - 1.0)
         paced_from: tuple[float, float] | None = None
         last = None
         sound = _Resampler()
@@ -603,11 +597,24 @@ class FileSource(Source):
             self.lost = f"reading stopped early: {_ffmpeg_reason(err)}"
         finally:
             self._container.close()
-        if self.stopped:
-            return
+        if not self.stopped:
+            self._judge_end(last if last is not None else (resume or 0.0), expected)
+
+    def _seek_before(self, target: float) -> None:
+        """Jump to the keyframe before container time ``target``; the frames up to the resume point are skipped by
+        :meth:`frames` (and the sound already stored, by the caller)."""
+        main = self._main
+        try:
+            self._container.seek(int(target / main.time_base), stream=main, backward=True)
+        except av.error.FFmpegError:
+            pass  # not seekable: decode from the start and skip
+
+    def _judge_end(self, reached: float, expected: float | None) -> None:
+        """Whether the file was read whole (:attr:`complete`) and, if not, what was lost (:attr:`lost`), once decoding
+        reached media time ``reached`` of the ``expected`` duration (None: unknown)."""
+        main = self._main
         self.complete = self.lost is None
-        reached = last if last is not None else (resume or 0.0)
-        rate = float(main.average_rate) if stream is not None and main.average_rate else 0.0
+        rate = float(main.average_rate) if self._stream is not None and main.average_rate else 0.0
         slack = max(1.0, 2.0 / rate) if rate else 1.0
         if expected is not None and reached + slack < expected:
             self.complete = False

@@ -63,6 +63,9 @@ from lucy.config import LucySettings, load_settings
 from lucy.ingest import Ingestor, open_frames
 from lucy.ingest.frames import AudioClip
 from lucy.memory.builder import CoarseBuilder
+from lucy.memory.listeners import SpanListener
+from lucy.memory.retrieval import IndexWriter, MemoryIndex
+from lucy.memory.speech import SpeechWorker
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.transcribers.base import Transcriber, TranscriptLine
 from lucy.query.factory import open_engine
@@ -155,8 +158,11 @@ def ingest(settings: LucySettings, video: Path, specs: list[WatchSpec],
     checker = WatchChecker(settings, STREAM, memory, builder_reasoner(settings), captioner, frames,
                            embedder=embedder)
     began = time.perf_counter()
-    builder = CoarseBuilder(settings, STREAM, memory, captioner, frames=frames, checker=checker, embedder=embedder,
-                            transcriber=ScriptedTranscriber(said) if said else None).start()
+    listeners: list[SpanListener] = [SpeechWorker(settings, STREAM, memory, ScriptedTranscriber(said))] if said else []
+    listeners.append(checker)
+    if embedder is not None:
+        listeners.append(IndexWriter(MemoryIndex(memory, embedder), STREAM))
+    builder = CoarseBuilder(settings, STREAM, memory, captioner, frames=frames, listeners=listeners).start()
     Ingestor(settings, str(video), STREAM, on_commit=builder.on_commit, frames=frames).run()
     ingested = time.perf_counter() - began
     if not builder.drain(timeout=3600):
@@ -243,7 +249,8 @@ def summarise(split: str, streams: list[StreamResult], verbose: bool) -> dict[st
     print(f"precision {precision:.2f} ({tp} TP, {fp} FP)  [target >= {TARGET_PRECISION}: {'PASS' if ok_p else 'FAIL'}]")
     print(f"recall {recall:.2f} ({tp} of {tp + fn} events)  [target >= {TARGET_RECALL}: {'PASS' if ok_r else 'FAIL'}]")
     if latencies:
-        print(f"event-to-alert latency (alert.event_end - event start, media s): mean {statistics.mean(latencies):.0f}, "
+        print("event-to-alert latency (alert.event_end - event start, media s): "
+              f"mean {statistics.mean(latencies):.0f}, "
               f"max {max(latencies):.0f}; timely {timely} of {tp}  "
               f"[target: alert.event_end <= event end + coarse span: {'PASS' if ok_t else 'FAIL'}]")
     else:

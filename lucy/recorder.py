@@ -3,9 +3,10 @@
 ``lucy ingest``, ``lucy demo`` and each stream worker of ``lucy serve`` record a stream the same way, with a
 :class:`StreamRecorder`: the :class:`lucy.ingest.Ingestor` decodes, samples and stores frames on the calling
 thread, and the :class:`lucy.memory.builder.CoarseBuilder` captions each closed coarse span on a thread of its own
-(a slow captioner slows captions, never ingest) and, with ``watch.enabled``, checks it against the stream's watches
-(:mod:`lucy.watch.checker`): whoever records a stream is who raises its alerts. The rules, the same for every
-caller:
+(a slow captioner slows captions, never ingest). The recorder attaches the builder's span listeners
+(:mod:`lucy.memory.listeners`): transcription with a transcriber, embedding with an embedder, and with
+``watch.enabled`` the checks of the stream's watches (:mod:`lucy.watch.checker`): whoever records a stream is who
+raises its alerts. The rules, the same for every caller:
 
 - **stop**: :meth:`StreamRecorder.stop` (from any thread, a signal handler too) ends ingest once what was decoded is
   committed, and ends a drain at once. Captions in flight are dropped; their spans stay pending in the frame store
@@ -36,6 +37,9 @@ from lucy.ingest.lock import Holder
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.embedders import Embedder
+from lucy.memory.listeners import SpanListener
+from lucy.memory.retrieval import IndexWriter, MemoryIndex
+from lucy.memory.speech import SpeechWorker
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import StreamProgress
@@ -113,11 +117,17 @@ class StreamRecorder:
                                  holder=holder, frames=frames)
         if frames is None:
             frames = open_frames(settings)
-        checker = None if captioner is None or not settings.watch.enabled else WatchChecker(
-            settings, stream, memory, builder_reasoner(settings), captioner, frames, embedder=embedder)
+        # The builder owns its listeners (and through them the transcriber, the embedder and the checker's reasoner).
+        self.speech = None if captioner is None or transcriber is None else SpeechWorker(
+            settings, stream, memory, transcriber)
+        listeners: list[SpanListener] = [] if self.speech is None else [self.speech]
+        if captioner is not None and settings.watch.enabled:
+            listeners.append(WatchChecker(settings, stream, memory, builder_reasoner(settings), captioner, frames,
+                                          embedder=embedder))
+        if captioner is not None and embedder is not None:
+            listeners.append(IndexWriter(MemoryIndex(memory, embedder), stream))
         self.builder = None if captioner is None else CoarseBuilder(settings, stream, memory, captioner,
-                                                                    frames=frames, transcriber=transcriber,
-                                                                    embedder=embedder, checker=checker)
+                                                                    frames=frames, listeners=listeners)
         self.live: bool | None = None  # known from the first commit
         self._stopping = threading.Event()
 
@@ -132,8 +142,7 @@ class StreamRecorder:
         """Where the recording is now (any thread)."""
         return StreamProgress(live=self.live, ingest=self.ingestor.stats.snapshot(),
                               caption=None if self.builder is None else self.builder.stats.snapshot(),
-                              speech=None if self.builder is None or self.builder.speech is None
-                              else self.builder.speech.stats.snapshot())
+                              speech=None if self.speech is None else self.speech.stats.snapshot())
 
     def run(self) -> Recording:
         """Record until the source ends (then drain its captions) or :meth:`stop`; see the module's rules."""

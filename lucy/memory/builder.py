@@ -21,18 +21,11 @@ answers again the backlog drains from the frame store at full concurrency. On st
 the frame store but not in memory are captioned (resume after a crash or an outage); the memory store keeps
 one ingest node per span, so a span is never held twice.
 
-Given a :class:`Transcriber`, the builder also transcribes the same closed spans' audio into memory, with a
-sibling on its loop that has its own queue and retry rules (:mod:`lucy.memory.speech`); a stream without audio is
-left exactly as before.
-
-Given an :class:`Embedder`, what the builder stores (captions and transcripts) is embedded as it is stored, by an
-:class:`lucy.memory.retrieval.IndexWriter` on its own thread: a caption write never waits for the embedder, and an
-embedder failure is logged, never the builder's (missing vectors are made by the first search that needs them).
-
-Given a :class:`lucy.watch.checker.WatchChecker`, each span's coarse node, once stored, is checked against the
-stream's watches on the same loop (confirmation captions share the caption slots), once its transcript is stored
-too (waiting up to ``transcriber.caption_waits_seconds``, and only while the stream has watches); on start, spans
-stored but not yet checked (a crash between the two) are checked first. A span counts as done once it is checked.
+What else happens to a span is its listeners' business (:mod:`lucy.memory.listeners`; transcription, embedding and
+watch checks are listeners): each sees the closed spans after every look at the frame store and each caption once it
+is stored, runs its own tasks on the builder's loop and shares its caption slots. A captioner that hears is given the
+span's transcript by the listener that makes it (waiting as that listener's rules say). A span counts as done once
+every listener has seen its caption; the builder is caught up once every listener is too.
 """
 
 from __future__ import annotations
@@ -43,26 +36,22 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError, is_disk_full
-from lucy.ingest.frames import Clip, FrameStore, FrameStores, check_stream_name
+from lucy.ingest.frames import Clip, FrameStore, FrameStores, StreamInfo, check_stream_name
 from lucy.ingest.pipeline import IngestStats
 from lucy.ingest.zarr_store import open_frames
 from lucy.memory.captioners.base import Captioner, CaptionerError
-from lucy.memory.embedders import Embedder
+from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
-from lucy.memory.retrieval import IndexWriter, MemoryIndex
-from lucy.memory.speech import SpeechJob, SpeechWorker
 from lucy.memory.store import MemoryStore
-from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import CaptionProgress
 from lucy.metrics.stats import RecentRate
 from lucy.redaction import redact_url
-from lucy.watch.checker import WatchChecker
 
 log = logging.getLogger(__name__)
 
@@ -135,19 +124,79 @@ class _Job:
     stretch: bool = False  # the span is captioned up to its nominal end: only its node's end moves (to media end)
 
 
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The closed coarse spans of a stream as of one look at its frame store: ``full`` whole spans of ``t`` seconds,
+    then, once the stream has finished, what lies past them up to its media end.
+
+    A finished stream's captions reach its media end. Beyond the last full span, a partial span is made only if a
+    frame lies in it; a sliver with none (the last frame's sampling interval overhanging the span boundary) is added
+    to the last full span instead (``stretch``). Questions draw the same spans (lucy.query.memory_view.coarse_grid):
+    keep the two in step.
+    """
+
+    t: float
+    full: int
+    partial: bool
+    stretch: bool
+    finished: bool
+    media_end: float
+
+    @classmethod
+    def of(cls, info: StreamInfo, t: float) -> _Grid | None:
+        """The spans of ``info``'s committed frames (of its audio when it has sound and no frames); None before
+        the first frame or sound. A span closes once no frame can still arrive inside it (see the module)."""
+        finished = not info.live and (info.complete or info.lost is not None)
+        if info.last_time is None:
+            # Sound alone (an audio file or feed): spans close as committed audio passes their end, which it does
+            # in order, so the last "frame" is the audio's end and a finished stream's last span is a partial one.
+            closed_until = media_end = last_time = info.covered_seconds
+            if closed_until <= 0:
+                return None
+        else:
+            fps = info.stored_fps
+            closed_until = (math.floor(info.last_time * fps + _EPS) + 1) / fps
+            media_end, last_time = info.media_seconds, info.last_time
+        full = int(math.floor(closed_until / t + _EPS))
+        tail = finished and media_end > full * t + _EPS
+        partial = tail and (full == 0 or last_time >= full * t - _EPS)
+        return cls(t, full, partial, tail and not partial, finished, media_end)
+
+    @property
+    def closed(self) -> int:
+        return self.full + int(self.partial)
+
+    def _last(self, k: int) -> bool:
+        """Span ``k`` is the last span of a finished stream (it ends at the media end)."""
+        return k >= self.full or (self.stretch and k == self.full - 1)
+
+    def end_of(self, k: int) -> float:
+        """Where closed span ``k`` ends."""
+        return self.media_end if self._last(k) else (k + 1) * self.t
+
+    def jobs(self, done: dict[int, float], contiguous: int) -> list[_Job]:
+        """The closed spans from ``contiguous`` on whose caption (``done``: span -> end of its node) does not reach
+        their end yet."""
+        todo = []
+        for k in range(min(contiguous, self.full - int(self.stretch)), self.closed):
+            end, reached = self.end_of(k), done.get(k, -math.inf)
+            if reached < end - _EPS:  # a last span captioned up to its nominal end only moves its node's end
+                todo.append(_Job(k, k * self.t, end, stretch=self._last(k) and reached >= (k + 1) * self.t - _EPS))
+        return todo
+
+
 class CoarseBuilder:
     """Captions the closed coarse spans of one stream into memory, on a background thread.
 
     Use (as :class:`lucy.recorder.StreamRecorder` does): :meth:`start`; pass :meth:`on_commit` to
     :class:`lucy.ingest.Ingestor`; after ingest, :meth:`drain` (wait for the backlog) and :meth:`stop`. The
-    builder owns ``captioner``: it is closed on the builder's loop when the builder stops.
+    builder owns ``captioner`` and ``listeners``: they are closed when the builder stops.
     """
 
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
                  poll_seconds: float = 2.0, frames: FrameStores | None = None,
-                 transcriber: Transcriber | None = None, embedder: Embedder | None = None,
-                 checker: WatchChecker | None = None) -> None:
+                 listeners: Sequence[SpanListener] = ()) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
         self.frame_stores = frames if frames is not None else open_frames(settings)
@@ -161,14 +210,7 @@ class CoarseBuilder:
         self.workers = max_in_flight or settings.captioner.max_in_flight
         self.poll_seconds = poll_seconds
         self.stats = BuilderStats(self.stream)
-        # The builder owns the transcriber too (closed with the captioner); None: audio is not transcribed.
-        self.speech = None if transcriber is None else SpeechWorker(
-            settings, self.stream, memory, transcriber, self.span_seconds)
-        # The builder owns the embedder too (closed when it stops); None: vectors are made at search time, if ever.
-        self.embedder = embedder
-        self.indexer: IndexWriter | None = None
-        # The builder owns the checker too (its reasoner is closed on the builder's loop); None: no watches checked.
-        self.checker = checker
+        self.listeners = list(listeners)
         self.error: BaseException | None = None
         self._frames: FrameStore | None = None
         self._thread: threading.Thread | None = None
@@ -196,9 +238,8 @@ class CoarseBuilder:
         """Start the builder thread; returns once the spans already in memory are known."""
         if self._thread is not None:
             raise RuntimeError("builder already started")
-        if self.embedder is not None:
-            self.indexer = IndexWriter(MemoryIndex(self.memory, self.embedder), self.stream)
-            self.memory.add_observer(self.indexer)
+        for listener in self.listeners:
+            listener.on_start()
         self._thread = threading.Thread(target=self._run, name=f"memory-{self.stream}", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -243,7 +284,7 @@ class CoarseBuilder:
     def caught_up(self) -> bool:
         """Every closed span the builder knows of is captioned, and it has looked at the latest commit."""
         return self._up_to_date and self.stats.pending == 0 and self.stats.in_flight == 0 and \
-            (self.speech is None or self.speech.caught_up)
+            all(listener.caught_up for listener in self.listeners)
 
     def drain(self, give_up_seconds: float | None = None, *, timeout: float | None = None,
               progress: Callable[[BuilderStats], None] | None = None, interval: float = 0.1) -> bool:
@@ -261,8 +302,8 @@ class CoarseBuilder:
             if self.caught_up:
                 return True
             down = self.stats.down_since is not None and self.stats.down_seconds >= give_up
-            if self.speech is not None and self.speech.stats.down_since is not None:
-                down = down or self.speech.stats.down_seconds >= give_up
+            down = down or any(seconds is not None and seconds >= give_up
+                               for seconds in (listener.down_seconds for listener in self.listeners))
             if down and self._up_to_date:  # (so that the spans left are counted right)
                 return False
             if self._interrupted.is_set() or (deadline is not None and time.monotonic() >= deadline):
@@ -289,12 +330,8 @@ class CoarseBuilder:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.warning("memory builder of %s did not stop within %.0f s", self.stream, timeout)
-        if self.indexer is not None:
-            self.memory.remove_observer(self.indexer)
-            self.indexer.close(timeout)
-            self.indexer = None
-        if self.embedder is not None:
-            self.embedder.close()
+        for listener in self.listeners:
+            listener.on_stop(timeout)
 
     def __enter__(self) -> CoarseBuilder:
         return self.start()
@@ -336,17 +373,19 @@ class CoarseBuilder:
             self._reads = asyncio.Semaphore(_CONCURRENT_READS)
             self._probe = asyncio.Lock()
             tasks += [asyncio.create_task(self._worker(queue), name=f"caption-{i}") for i in range(2 * self.workers)]
-            if self.speech is not None:
-                tasks += [asyncio.create_task(self.speech.run(lambda: self._frames), name=f"transcribe-{i}")
-                          for i in range(self.settings.transcriber.max_in_flight)]
-            # Spans stored by an earlier run and not checked yet (it stopped in between): a task that may end.
-            resume = [] if self.checker is None else [asyncio.create_task(
-                self.checker.check_span(0.0, self.stats.captioned_until, slots=self._slots), name="watch-resume")]
+            # The builder's own tasks run until it stops; a listener's task that returns is simply done.
+            view = BuilderLoop(self.stream, self._slots, lambda: self._frames, self.stats.captioned_until)
+            theirs = [asyncio.create_task(work, name=f"{type(listener).__name__}-{i}")
+                      for listener in self.listeners for i, work in enumerate(listener.tasks(view))]
             stopper = asyncio.create_task(self._stop.wait())
-            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-            for task in [*tasks, *resume]:
+            waiting: set[asyncio.Task[object]] = {*tasks, *theirs, stopper}
+            while True:  # until the stop, a task of the builder's ends (it raised), or a listener's task raises
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if any(task not in theirs or task.cancelled() or task.exception() is not None for task in done):
+                    break
+            for task in [*tasks, *theirs]:
                 task.cancel()
-            await asyncio.gather(*tasks, *resume, return_exceptions=True)
+            await asyncio.gather(*tasks, *theirs, return_exceptions=True)
             stopper.cancel()
             for task in done:
                 if task is not stopper and not task.cancelled() and task.exception() is not None:
@@ -357,13 +396,11 @@ class CoarseBuilder:
                 await self.captioner.aclose()
             except Exception as err:  # noqa: BLE001  (closing must not hide the builder's own outcome)
                 log.warning("closing captioner: %r", err)
-            if self.speech is not None:
-                await self.speech.aclose()
-            if self.checker is not None:
+            for listener in self.listeners:
                 try:
-                    await self.checker.aclose()
+                    await listener.aclose()
                 except Exception as err:  # noqa: BLE001  (as for the captioner)
-                    log.warning("closing watch checker: %r", err)
+                    log.warning("closing %s: %r", type(listener).__name__, err)
 
     def _load_done(self) -> None:
         for node in self.memory.nodes(self.stream, level=self.level.value, origin=INGEST_ORIGIN):
@@ -372,33 +409,21 @@ class CoarseBuilder:
                 self._done[k] = max(self._done.get(k, 0.0), node.end)
         self.stats.coarse_nodes = len(self._done)
         self._advance_captioned_until()
-        if self.speech is not None:
-            self.speech.load()
 
-    def _frame_view(self) -> tuple[float, float, bool, float] | None:
-        """(closed-until, media end, finished, last frame's time) of the stream's committed frames (of its audio
-        when it has sound and no frames); None before the first frame or sound."""
+    def _frame_view(self) -> _Grid | None:
+        """The closed spans of the stream's committed frames (of its audio when it has sound and no frames); None
+        before the first frame or sound."""
         if self._frames is None:
             try:
                 self._frames = self.frame_stores.open(self.stream)
             except StoreError:
                 return None  # not created yet: the first commit will wake the builder again
         info = self._frames.info()
-        finished = not info.live and (info.complete or info.lost is not None)
-        if info.last_time is None:
-            # Sound alone (an audio file or feed): spans close as committed audio passes their end, which it does
-            # in order, so the last "frame" is the audio's end and a finished stream's last span is a partial one.
-            self._audio_only = info.audio_until > 0
-            until = info.covered_seconds
-            return (until, until, finished, until) if until > 0 else None
-        self._audio_only = False
-        fps = info.stored_fps
-        closed_until = (math.floor(info.last_time * fps + _EPS) + 1) / fps
-        return closed_until, info.media_seconds, finished, info.last_time
+        self._audio_only = info.last_time is None and info.audio_until > 0
+        return _Grid.of(info, self.span_seconds)
 
     async def _schedule(self, queue: asyncio.Queue[_Job]) -> None:
         assert self._wake is not None
-        t = self.span_seconds
         while True:
             try:
                 async with asyncio.timeout(self.poll_seconds):
@@ -408,34 +433,20 @@ class CoarseBuilder:
             self._wake.clear()
             with self._lock:
                 requested = self._requested
-            view = await asyncio.to_thread(self._frame_view)
-            if view is not None:
-                closed_until, media_end, finished, last_time = view
-                self.stats.ingested_until = max(self.stats.ingested_until, media_end)
-                full = int(math.floor(closed_until / t + _EPS))
-                # A finished stream's captions reach its media end. Beyond the last full span, a partial span
-                # is made only if a frame lies in it; a sliver with none (the last frame's sampling interval
-                # overhanging the span boundary) is added to the last full span instead. Questions draw the same
-                # spans (lucy.query.memory_view.coarse_grid): keep the two in step.
-                tail = finished and media_end > full * t + _EPS
-                partial = tail and (full == 0 or last_time >= full * t - _EPS)
-                stretch = tail and not partial
-                self.stats.closed = full + int(partial)
-                todo = []
-                for k in range(min(self._contiguous, full - int(stretch)), full + int(partial)):
-                    last = k >= full or (stretch and k == full - 1)
-                    end = media_end if last else (k + 1) * t
-                    done = self._done.get(k, -math.inf)
-                    if done < end - _EPS:
-                        todo.append(_Job(k, k * t, end, stretch=last and done >= (k + 1) * t - _EPS))
+            grid = await asyncio.to_thread(self._frame_view)
+            if grid is not None:
+                self.stats.ingested_until = max(self.stats.ingested_until, grid.media_end)
+                self.stats.closed = grid.closed
+                todo = grid.jobs(self._done, self._contiguous)
                 self._pending = {job.k: job.end for job in todo}
                 self.stats.pending = len(self._pending)
                 self._backlog = collections.deque(job for job in todo if job.k not in self._enqueued)
                 self._fill(queue)
-                if self.speech is not None and self._frames is not None:
-                    spans = [SpeechJob(k, k * t, media_end if k >= full - int(stretch) and tail else (k + 1) * t)
-                             for k in range(full + int(partial))]
-                    await self.speech.update(self._frames, spans, finished, media_end)
+                if self.listeners and self._frames is not None:
+                    spans = [Span(k, k * grid.t, grid.end_of(k)) for k in range(grid.closed)]
+                    closed = ClosedSpans(self._frames, spans, grid.finished, grid.media_end)
+                    for listener in self.listeners:
+                        await listener.on_spans(closed)
             with self._lock:
                 self._seen = max(self._seen, requested)
 
@@ -467,12 +478,11 @@ class CoarseBuilder:
                 node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end,
                                   text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
                 await asyncio.to_thread(self.memory.add, node)
-                if self.checker is not None:  # never raises: a failed check is logged and counted
-                    speech, wait = self.speech, self.settings.transcriber.caption_waits_seconds
-                    # what was said in the span is checked with what was seen (waited for only when there are watches)
-                    heard = None if speech is None else (
-                        lambda job=job: speech.transcript_of(job.k, job.start, job.end, wait))
-                    await self.checker.check_span(job.start, job.end, slots=self._slots, heard=heard)
+                span = Span(job.k, job.start, job.end)
+                assert self._slots is not None
+                event = SpanCaptioned(span, node, self._slots, heard=lambda span=span: self._heard(span))
+                for listener in self.listeners:
+                    await listener.on_captioned(event)
             self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
             self._enqueued.discard(job.k)
             if self._done[job.k] >= self._pending.get(job.k, job.end) - _EPS:
@@ -507,9 +517,8 @@ class CoarseBuilder:
         delay = memory.retry_initial_seconds
         probing = False
         transcript = None
-        if self.speech is not None and self.captioner.hears:  # what was said goes with the frames
-            transcript = await self.speech.transcript_of(job.k, job.start, job.end,
-                                                         self.settings.transcriber.caption_waits_seconds)
+        if self.captioner.hears:  # what was said goes with the frames
+            transcript = await self._heard(Span(job.k, job.start, job.end))
         try:
             while True:
                 if self.stats.down_since is not None and not probing:
@@ -540,6 +549,14 @@ class CoarseBuilder:
         finally:
             if probing:
                 self._probe.release()
+
+    async def _heard(self, span: Span) -> str | None:
+        """The span's transcript from the first listener that makes one (None: none does)."""
+        for listener in self.listeners:
+            said = await listener.transcript(span)
+            if said is not None:
+                return said
+        return None
 
     async def _try_describe(self, clip: Clip, transcript: str | None = None) -> tuple[Caption | None, str]:
         """One describe() call in a slot: (caption, "") or (None, why it failed)."""

@@ -8,10 +8,10 @@ improvement, never a requirement.
 
 Vectors are made once per node text and stored with the node (:meth:`MemoryStore.put_vectors`), at write time by
 :class:`IndexWriter` (a store observer with its own thread, so a caption write never waits for, or fails with, the
-embedder) and otherwise on first search. A search must stay fast over a day of memory (about 11,000 nodes), so each
-stream's vectors are kept as one matrix in this process and refreshed by difference: the store's ``fingerprint()``
-(one aggregate row) says whether anything changed, its ``versions()`` which nodes were added, deleted or rewritten,
-and only those are read or embedded.
+embedder; a listener of the coarse builder, which it indexes while the builder runs) and otherwise on first search.
+A search must stay fast over a day of memory (about 11,000 nodes), so each stream's vectors are kept as one matrix in
+this process and refreshed by difference: the store's ``fingerprint()`` (one aggregate row) says whether anything
+changed, its ``versions()`` which nodes were added, deleted or rewritten, and only those are read or embedded.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from lucy.memory.embedders import Embedder, EmbedderError, normalise
+from lucy.memory.listeners import SpanListener
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
 from lucy.text import STOPWORDS, terms
@@ -162,6 +163,64 @@ class _StreamVectors:
         self.row_of = {node_id: row for row, node_id in enumerate(ids)}
 
 
+def _fused(nodes: dict[int, MemoryNode], lexical_rank: dict[int, int], semantic_rank: dict[int, int],
+           coverage: dict[int, float]) -> dict[int, float]:
+    """Each candidate's reciprocal rank fusion of its word and meaning ranks. With vectors, a word match counts only
+    where it covers enough of the search (see LEXICAL_COVERAGE)."""
+    semantic = bool(semantic_rank)
+    return {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in lexical_rank
+                and (coverage[i] >= LEXICAL_COVERAGE or not semantic) else 0.0)
+            + (1.0 / (RRF_K + semantic_rank[i]) if i in semantic_rank else 0.0) for i in nodes}
+
+
+def _one_per_span(ranked: list[int], nodes: dict[int, MemoryNode]) -> list[int]:
+    """``ranked`` (best first) with only the first of a span's copies (:func:`span_key`)."""
+    best: dict[tuple[str, float, float], int] = {}
+    for i in ranked:
+        best.setdefault(span_key(nodes[i]), i)
+    return list(best.values())
+
+
+@dataclass
+class _Meaning:
+    """A search's ranking by meaning: each candidate's rank (1-based), its cosine from the stream's centre and its plain
+    cosine (from the origin: whether a node matches at all), by node id; empty without vectors."""
+
+    rank: dict[int, int] = field(default_factory=dict)
+    similarity: dict[int, float] = field(default_factory=dict)
+    plain: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, held: _StreamVectors, q: np.ndarray, nodes: dict[int, MemoryNode], level: str | None,
+           start: float | None, end: float | None) -> _Meaning:
+        """The :data:`CANDIDATES` nearest nodes of ``held`` (of ``level``, overlapping ``[start, end)``) to ``q``,
+        added to ``nodes`` (the word ranking's), and the cosines of all of ``nodes``."""
+        found = cls()
+        if not len(held.ids):
+            return found
+        mask = np.ones(len(held.ids), bool)
+        if level is not None:
+            mask &= held.levels == str(level)
+        if end is not None:
+            mask &= held.starts < float(end)
+        if start is not None:
+            mask &= held.ends > float(start)
+        # Not ``matrix @ q``: a threaded BLAS leaves its threads spinning after the product, and they take the
+        # cores from the next query's embedding (measured: p50 of a search 53 ms against 21 ms this way).
+        scores = np.einsum("ij,j->i", held.centred, normalise(q - held.centre))
+        rows = np.flatnonzero(mask)
+        top = rows[np.argsort(-scores[rows], kind="stable")[:CANDIDATES]]
+        for r, row in enumerate(top, 1):
+            node_id = int(held.ids[row])
+            found.rank[node_id] = r
+            nodes.setdefault(node_id, held.nodes[node_id])
+        for node_id in nodes:
+            if node_id in held.row_of:
+                found.similarity[node_id] = float(scores[held.row_of[node_id]])
+                found.plain[node_id] = float(held.matrix[held.row_of[node_id]] @ q)
+        return found
+
+
 class MemoryIndex:
     """Vectors of memory nodes (stored, cached, made when missing) and hybrid search over them.
 
@@ -212,33 +271,39 @@ class MemoryIndex:
                     self._cache.move_to_end(key)
         todo = [n for n in nodes if n.id is not None and n.id not in found]
         if todo:
-            ids = [n.id for n in todo]
-            parts = self.embedder.parts()
-            columns = [self.store.vectors(part, ids) for part in parts]  # type: ignore[arg-type]
-            missing = [[n for n in todo if n.id not in column] for column in columns]
-            longest = max(map(len, missing))
-            if longest > EMBED_BATCH:  # a memory made before search by meaning, or by other models
-                log.info("embedding memory once, for this and later searches by meaning: %s",
-                         ", ".join(f"{len(m)} nodes with {part}" for part, m in zip(parts, missing, strict=True) if m))
-            embedded: set[int] = set()
-            for at in range(0, longest, EMBED_BATCH):
-                batches = [m[at:at + EMBED_BATCH] for m in missing]
-                matrices = self.embedder.embed_parts([[n.text for n in batch] for batch in batches])
-                for part, column, batch, matrix in zip(parts, columns, batches, matrices, strict=True):
-                    made = {n.id: matrix[j] for j, n in enumerate(batch) if n.id is not None}
-                    if made:
-                        self.store.put_vectors(part, made, text_hashes={i: keys[i][2] for i in made})
-                    column.update(made)
-                    embedded.update(made)
-            rows = self.embedder.join([np.stack([column[i] for i in ids]) for column in columns])  # type: ignore[index]
-            found.update(zip(ids, rows, strict=True))  # type: ignore[arg-type]
-            self.embedded += len(embedded)
+            found.update(self._stored_or_embedded(todo, {i: key[2] for i, key in keys.items()}))
         with self._lock:
             for node_id, vector in found.items():
                 self._cache[keys[node_id]] = vector
             while len(self._cache) > self._limits[0]:
                 self._cache.popitem(last=False)
         return found
+
+    def _stored_or_embedded(self, todo: list[MemoryNode], hashes: dict[int, str]) -> dict[int, np.ndarray]:
+        """Vectors of ``todo`` (nodes with ids, none cached): each part from the store, else embedded and stored.
+        ``hashes``: each node's text hash, stored with its vectors. Raises :class:`EmbedderError`."""
+        assert self.embedder is not None
+        ids = [n.id for n in todo]
+        parts = self.embedder.parts()
+        columns = [self.store.vectors(part, ids) for part in parts]  # type: ignore[arg-type]
+        missing = [[n for n in todo if n.id not in column] for column in columns]
+        longest = max(map(len, missing))
+        if longest > EMBED_BATCH:  # a memory made before search by meaning, or by other models
+            log.info("embedding memory once, for this and later searches by meaning: %s",
+                     ", ".join(f"{len(m)} nodes with {part}" for part, m in zip(parts, missing, strict=True) if m))
+        embedded: set[int] = set()
+        for at in range(0, longest, EMBED_BATCH):
+            batches = [m[at:at + EMBED_BATCH] for m in missing]
+            matrices = self.embedder.embed_parts([[n.text for n in batch] for batch in batches])
+            for part, column, batch, matrix in zip(parts, columns, batches, matrices, strict=True):
+                made = {n.id: matrix[j] for j, n in enumerate(batch) if n.id is not None}
+                if made:
+                    self.store.put_vectors(part, made, text_hashes={i: hashes[i] for i in made})
+                column.update(made)
+                embedded.update(made)
+        rows = self.embedder.join([np.stack([column[i] for i in ids]) for column in columns])  # type: ignore[index]
+        self.embedded += len(embedded)
+        return dict(zip(ids, rows, strict=True))  # type: ignore[arg-type]
 
     def vectors_for(self, nodes: Sequence[MemoryNode]) -> np.ndarray | None:
         """The ``(len(nodes), dim)`` unit vectors of stored ``nodes``, made (and stored) where missing; None
@@ -354,49 +419,15 @@ class MemoryIndex:
         lexical = [(node, score) for node, score in lexical if indexed(node)]
         lexical_rank = {node.id: r for r, (node, _) in enumerate(lexical, 1)}
         nodes = {node.id: node for node, _ in lexical}
-        semantic_rank: dict[int, int] = {}
-        similarity: dict[int, float] = {}
-        plain: dict[int, float] = {}  # cosine from the origin: whether a node matches at all
         q = self.query_vector(text) if text.strip() else None
         held = None if q is None else self._stream_vectors(stream)
-        if q is not None and held is not None and len(held.ids):
-            mask = np.ones(len(held.ids), bool)
-            if level is not None:
-                mask &= held.levels == str(level)
-            if end is not None:
-                mask &= held.starts < float(end)
-            if start is not None:
-                mask &= held.ends > float(start)
-            # Not ``matrix @ q``: a threaded BLAS leaves its threads spinning after the product, and they take the
-            # cores from the next query's embedding (measured: p50 of a search 53 ms against 21 ms this way).
-            scores = np.einsum("ij,j->i", held.centred, normalise(q - held.centre))
-            rows = np.flatnonzero(mask)
-            top = rows[np.argsort(-scores[rows], kind="stable")[:CANDIDATES]]
-            for r, row in enumerate(top, 1):
-                node_id = int(held.ids[row])
-                semantic_rank[node_id] = r
-                nodes.setdefault(node_id, held.nodes[node_id])
-            for node_id in nodes:
-                if node_id in held.row_of:
-                    similarity[node_id] = float(scores[held.row_of[node_id]])
-                    plain[node_id] = float(held.matrix[held.row_of[node_id]] @ q)
+        by_meaning = _Meaning() if q is None or held is None else _Meaning.of(held, q, nodes, level, start, end)
+        semantic_rank, similarity, plain = by_meaning.rank, by_meaning.similarity, by_meaning.plain
         wanted = set(terms(words))
         coverage = {i: len(wanted & set(terms(nodes[i].text))) / len(wanted) if wanted else 0.0 for i in nodes}
         semantic = bool(semantic_rank)
-        # With vectors, a word match counts only where it covers enough of the search (see LEXICAL_COVERAGE).
-        fused = {i: (LEXICAL_WEIGHT / (RRF_K + lexical_rank[i]) if i in lexical_rank
-                     and (coverage[i] >= LEXICAL_COVERAGE or not semantic) else 0.0)
-                 + (1.0 / (RRF_K + semantic_rank[i]) if i in semantic_rank else 0.0) for i in nodes}
-        lines: dict[int, tuple[list[str], np.ndarray]] = {}
-        if semantic and q is not None:
-            # A caption of many lines (scenes, signs, people...) is a blur of them all, so its cosine to a search for
-            # one of them is low: the best candidates are also measured line by line (see text_lines).
-            for i in sorted(nodes, key=lambda i: -fused[i])[:MEANING_SNIPPETS]:
-                said = text_lines(nodes[i].text)[:MAX_SNIPPET_LINES]
-                vectors = self._line_vectors(said) if len(said) > 1 else None
-                if vectors is not None:
-                    lines[i] = said, vectors @ q
-                    plain[i] = max(plain.get(i, -1.0), float(lines[i][1].max()))
+        fused = _fused(nodes, lexical_rank, semantic_rank, coverage)
+        lines = self._best_lines(nodes, fused, q, plain) if semantic and q is not None else {}
         scored = {i: relevance(plain.get(i, -1.0) if semantic else None, coverage[i]) for i in nodes}
         matched = {i for i in nodes if (scored[i] >= RELEVANCE_FLOOR if semantic else coverage[i] >= LEXICAL_COVERAGE)
                    or (wanted and coverage[i] >= 1.0)}
@@ -404,13 +435,24 @@ class MemoryIndex:
         # so a hit may score a little more than the one before it; the score says how good each is.
         ranked = sorted((i for i in nodes if (scored[i] > 0 and i in matched) or (not floor and fused[i] > 0)),
                         key=lambda i: (-fused[i], -scored[i], nodes[i].start))
-        best: dict[tuple[str, float, float], int] = {}
-        for i in ranked:  # best first, so the first of a span's copies is the one kept
-            best.setdefault(span_key(nodes[i]), i)
-        chosen = list(best.values())[:limit]
+        chosen = _one_per_span(ranked, nodes)[:limit]
         return [SearchHit(nodes[i], scored[i], lexical_rank.get(i), semantic_rank.get(i), similarity.get(i),
                           self.snippet(nodes[i].text, text, wanted, lines.get(i)))
                 for i in chosen]
+
+    def _best_lines(self, nodes: dict[int, MemoryNode], fused: dict[int, float], q: np.ndarray,
+                    plain: dict[int, float]) -> dict[int, tuple[list[str], np.ndarray]]:
+        """The lines and their cosines to ``q`` of the best candidates, whose ``plain`` cosine becomes their best
+        line's where that is higher: a caption of many lines (scenes, signs, people...) is a blur of them all, so its
+        cosine to a search for one of them is low (see text_lines)."""
+        lines: dict[int, tuple[list[str], np.ndarray]] = {}
+        for i in sorted(nodes, key=lambda i: -fused[i])[:MEANING_SNIPPETS]:
+            said = text_lines(nodes[i].text)[:MAX_SNIPPET_LINES]
+            vectors = self._line_vectors(said) if len(said) > 1 else None
+            if vectors is not None:
+                lines[i] = said, vectors @ q
+                plain[i] = max(plain.get(i, -1.0), float(lines[i][1].max()))
+        return lines
 
     def search_streams(self, streams: Sequence[str], text: str, *, level: str | None = None,
                        start: float | None = None, end: float | None = None, limit: int = 20,
@@ -462,8 +504,9 @@ class MemoryIndex:
         return np.stack(found)  # type: ignore[arg-type]
 
 
-class IndexWriter(MemoryObserver):
-    """Embeds the nodes of one stream as they are stored, on its own thread (register it on the store).
+class IndexWriter(MemoryObserver, SpanListener):
+    """Embeds the nodes of one stream as they are stored, on its own thread (register it on the store, or attach it
+    to the stream's coarse builder, which registers it while it runs and then closes it and the index's embedder).
 
     The writer of a node never waits: nodes are queued (at most ``max_queued``; past that they are left for the
     first search to embed) and a failing embedder only costs a log line.
@@ -474,12 +517,30 @@ class IndexWriter(MemoryObserver):
         self.stream = stream
         self.dropped = 0
         self._queue: queue.Queue[Sequence[MemoryNode] | None] = queue.Queue(max_queued)
+        # Started by the first node or by the builder's start: a writer built for a recording that never runs holds
+        # no thread.
         self._thread = threading.Thread(target=self._run, name=f"embed-{stream}", daemon=True)
-        self._thread.start()
+        self._starting = threading.Lock()
+
+    def _started(self) -> None:
+        with self._starting:
+            if self._thread.ident is None:
+                self._thread.start()
+
+    def on_start(self) -> None:
+        self._started()
+        self.index.store.add_observer(self)
+
+    def on_stop(self, timeout: float) -> None:
+        self.index.store.remove_observer(self)
+        self.close(timeout)
+        if self.index.embedder is not None:
+            self.index.embedder.close()
 
     def on_nodes_added(self, nodes: Sequence[MemoryNode]) -> None:
         mine = [n for n in nodes if n.stream == self.stream]
         if mine:
+            self._started()
             try:
                 self._queue.put_nowait(mine)
             except queue.Full:
@@ -503,6 +564,8 @@ class IndexWriter(MemoryObserver):
 
     def close(self, timeout: float = 30.0) -> None:
         """Embed what is queued (up to ``timeout``), then end the thread."""
+        if self._thread.ident is None:
+            return  # never started: nothing was queued
         try:
             self._queue.put(None, timeout=timeout)
         except queue.Full:

@@ -1,13 +1,15 @@
-"""Speech into memory: the coarse builder's sibling that transcribes each closed coarse span's committed audio.
+"""Speech into memory: the coarse builder's listener that transcribes each closed coarse span's committed audio.
 
-It runs on the builder's loop (:class:`lucy.memory.builder.CoarseBuilder` makes one when it is given a transcriber)
-and sees the same closed spans, but keeps its own queue and its own retry rules, so a slow or failing transcriber
+It runs on the builder's loop (a :class:`lucy.memory.listeners.SpanListener` of
+:class:`lucy.memory.builder.CoarseBuilder`, attached by whoever builds the builder with a transcriber) and sees the
+same closed spans, but keeps its own queue and its own retry rules, so a slow or failing transcriber
 never delays captions, and a failing captioner never delays transcripts. A span is transcribed once its
 audio is committed up to the span's end (or the stream has finished, or its sound dropped out); each span's lines
 are stored as one node of level :data:`lucy.memory.transcribers.SPEECH_LEVEL` (origin "ingest"), whose text holds
 one ``[start-end s] words`` line per thing said (:func:`lucy.memory.transcribers.format_transcript`). A silent
 span, or one with no sound at all (an outage), gets a node with no text, so it is not transcribed again. A
-captioner that takes the transcript as context (openai) gets it from :meth:`SpeechWorker.transcript_of`.
+captioner that takes the transcript as context (openai) gets it from :meth:`SpeechWorker.transcript`, waiting up
+to ``transcriber.caption_waits_seconds`` for it (so do watch checks, while the stream has watches).
 
 A stream whose frame store holds no audio (or a frame store that cannot hold audio) is left alone: no node, no
 call, no model loaded. On start, spans already in memory are known (resume): a span is never transcribed twice,
@@ -20,10 +22,13 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from lucy.config import LucySettings
 from lucy.ingest.frames import FrameStore
+from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import SPEECH_LEVEL, Transcriber, TranscriberError, format_transcript
@@ -87,30 +92,20 @@ class SpeechStats:
             lag=self.lag)
 
 
-@dataclass(frozen=True, slots=True)
-class SpeechJob:
-    """A closed coarse span: index ``k``, ``[start, end)``."""
+class SpeechWorker(SpanListener):
+    """Transcribes closed coarse spans of one stream (on the builder's loop), as a listener of its builder, which
+    owns it from its start: :meth:`load` on start, :meth:`update` after each look at the frame store, :meth:`run` as
+    tasks, and :meth:`aclose` at the end (which closes the transcriber)."""
 
-    k: int
-    start: float
-    end: float
-
-
-class SpeechWorker:
-    """Transcribes closed coarse spans of one stream (on the builder's loop). The builder owns it: it calls
-    :meth:`load` once, :meth:`update` after each look at the frame store, runs :meth:`run` as tasks, and
-    :meth:`aclose` at the end (which closes the transcriber)."""
-
-    def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, transcriber: Transcriber,
-                 span_seconds: float) -> None:
+    def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, transcriber: Transcriber) -> None:
         self.settings = settings
         self.stream = stream
         self.memory = memory
         self.transcriber = transcriber
-        self.span_seconds = span_seconds
+        self.span_seconds = settings.levels.coarse.span_seconds  # the builder's span clock
         self.stats = SpeechStats()
         self._done: dict[int, float] = {}  # span index -> end of its speech node
-        self._pending: dict[int, SpeechJob] = {}
+        self._pending: dict[int, Span] = {}
         self._taken: set[int] = set()  # spans a worker holds now
         self._ready: asyncio.Event | None = None
         self._looked = False  # update() has looked at the frame store once (so has_audio is known)
@@ -121,6 +116,26 @@ class SpeechWorker:
         """No span known to need transcribing, and none in flight."""
         return self.stats.pending == 0 and self.stats.in_flight == 0
 
+    @property
+    def down_seconds(self) -> float | None:
+        return None if self.stats.down_since is None else self.stats.down_seconds
+
+    # ----------------------------------------------------------------------------------- as a span listener
+
+    def on_start(self) -> None:
+        self.load()
+
+    def tasks(self, builder: BuilderLoop) -> list[Coroutine[Any, Any, None]]:
+        return [self.run(builder.frames) for _ in range(self.settings.transcriber.max_in_flight)]
+
+    async def on_spans(self, closed: ClosedSpans) -> None:
+        await self.update(closed.frames, closed.spans, closed.finished, closed.media_end)
+
+    async def transcript(self, span: Span) -> str | None:
+        return await self.transcript_of(span.k, span.start, span.end, self.settings.transcriber.caption_waits_seconds)
+
+    # ----------------------------------------------------------------------------------- transcribing
+
     def load(self) -> None:
         """Learn which spans memory already holds (blocking: call in a thread)."""
         for node in self.memory.nodes(self.stream, level=SPEECH_LEVEL, origin=INGEST_ORIGIN):
@@ -129,7 +144,7 @@ class SpeechWorker:
                 self._done[k] = max(self._done.get(k, 0.0), node.end)
         self._advance()
 
-    async def update(self, frames: FrameStore, spans: list[SpeechJob], finished: bool, media_end: float) -> None:
+    async def update(self, frames: FrameStore, spans: list[Span], finished: bool, media_end: float) -> None:
         """The builder's closed spans (all of them, in order): queue those whose audio is committed and that
         memory lacks. A span whose audio never came (the sound dropped out while pictures went on: committed
         audio lags the pictures by more than a span) is transcribed with what there is, rather than waiting
@@ -164,9 +179,9 @@ class SpeechWorker:
                                         origin=INGEST_ORIGIN)
         return next((n.text for n in nodes if abs(n.start - start) < _EPS), "")
 
-    async def run(self, frames_of: object) -> None:
+    async def run(self, frames_of: Callable[[], FrameStore | None]) -> None:
         """One worker: takes the earliest pending span no other worker holds, transcribes it, stores it.
-        ``frames_of`` is a callable returning the stream's frame store (opened by the builder)."""
+        ``frames_of`` returns the stream's frame store (opened by the builder before any span is pending)."""
         if self._ready is None:
             self._ready = asyncio.Event()
         while True:
@@ -178,11 +193,13 @@ class SpeechWorker:
             job = self._pending[free[0]]
             self._taken.add(job.k)
             try:
-                await self._do(frames_of(), job)  # type: ignore[operator]
+                frames = frames_of()
+                assert frames is not None
+                await self._do(frames, job)
             finally:
                 self._taken.discard(job.k)
 
-    async def _do(self, frames: FrameStore, job: SpeechJob) -> None:
+    async def _do(self, frames: FrameStore, job: Span) -> None:
         # Words said across a span boundary: the span is heard from LEAD_SECONDS before its start, and a line
         # belongs to the span its end falls in (less a margin). A line cut off by the end of the span's sound, with
         # more sound after it, so goes to the next span, which hears it whole.
@@ -205,7 +222,7 @@ class SpeechWorker:
         self.stats.completions.tick()
         self._advance()
 
-    async def _transcribe(self, job: SpeechJob, clip: object) -> list:
+    async def _transcribe(self, job: Span, clip: object) -> list:
         """Transcribe with exponential backoff until the transcriber answers (the span stays pending meanwhile)."""
         memory = self.settings.memory
         delay = memory.retry_initial_seconds

@@ -1,10 +1,13 @@
 """Checking each newly closed coarse span of a stream against the stream's watches.
 
-The coarse builder (:class:`lucy.memory.builder.CoarseBuilder`) calls :meth:`WatchChecker.check_span` on its own loop
-once a span's coarse caption is stored. For each active watch of the stream, every stored coarse span past the
-watch's progress is checked in order, so that spans captioned out of order, spans a crash left unchecked and the past
-of a watch asked to look from the start are all checked exactly once; the progress is stored after each span, so a
-restarted builder resumes where the last one stopped. The watch list is read on every call: a watch registered by
+The checker listens to the coarse builder (a :class:`lucy.memory.listeners.SpanListener` of
+:class:`lucy.memory.builder.CoarseBuilder`): :meth:`WatchChecker.check_span` runs on the builder's loop once a span's
+coarse caption is stored, after the span's transcript (waited for as a captioner that hears waits, and only while the
+stream has watches); on start, spans an earlier run stored but did not check (it stopped in between) are checked.
+For each active watch of the stream, every stored coarse span past the watch's progress is checked in order, so that
+spans captioned out of order, spans a crash left unchecked and the past of a watch asked to look from the start are
+all checked exactly once; the progress is stored after each span, so a restarted builder resumes where the last one
+stopped. The watch list is read on every call: a watch registered by
 another process (``lucy watch``, the API) is checked from the next span on.
 
 A check shows the reasoner's *check* agent the span's memory (its coarse caption, and each line heard in it as a
@@ -36,7 +39,8 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +48,7 @@ from lucy.config import Level, LucySettings
 from lucy.ingest.frames import FrameStore, FrameStores
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.embedders import Embedder
+from lucy.memory.listeners import BuilderLoop, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.memory.embedders import EmbedderError
@@ -73,11 +78,11 @@ def watches_of_origin(origin: str) -> list[int]:
     return [int(i) for i in ids.split(",") if i.isdigit()] if kind == "watch" else []
 
 
-class WatchChecker:
+class WatchChecker(SpanListener):
     """Checks the closed coarse spans of one stream against its watches; used on the coarse builder's loop.
 
-    The checker owns ``reasoner`` (closed by :meth:`aclose`); ``captioner`` and ``embedder`` are the builder's (the
-    builder closes them).
+    The checker owns ``reasoner`` (closed by :meth:`aclose`, by the builder it listens to as that stops); ``captioner``
+    and ``embedder`` are its caller's (a recording's builder closes the captioner, its index writer the embedder).
     ``frames`` is the data directory's frame-store catalogue: the stream is opened on the first confirmation.
     """
 
@@ -137,6 +142,22 @@ class WatchChecker:
     async def aclose(self) -> None:
         """Close the reasoner (on the loop that used it)."""
         await self.reasoner.aclose()
+
+    # ----------------------------------------------------------------------------------- as a span listener
+
+    def tasks(self, builder: BuilderLoop) -> list[Coroutine[Any, Any, None]]:
+        return [self._resume(builder)]
+
+    async def _resume(self, builder: BuilderLoop) -> None:
+        """Check the spans stored by an earlier run and not checked yet (it stopped in between)."""
+        try:
+            await self.check_span(0.0, builder.captioned_until, slots=builder.slots)
+        except Exception as err:  # noqa: BLE001  (never the builder's: the next span's check looks again)
+            log.warning("watches of %s: resuming checks failed (%r)", self.stream, err)
+
+    async def on_captioned(self, event: SpanCaptioned) -> None:
+        # What was said in the span is checked with what was seen (waited for only when there are watches).
+        await self.check_span(event.span.start, event.span.end, slots=event.slots, heard=event.heard)
 
     # ----------------------------------------------------------------------------------- one span
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from lucy.config import load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.memory.builder import CoarseBuilder
+from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
 from lucy.memory.sqlite_store import open_memory
 
 SPANS = [(0.0, 60.0), (60.0, 120.0), (120.0, 180.0), (180.0, 240.0), (240.0, 270.0)]
@@ -283,3 +285,74 @@ def test_stop_ends_the_builder_while_every_caption_fails_at_once(tmp_path, five_
         builder.stop(timeout=5)
         assert not builder._thread.is_alive() and captioner.closed
     memory.close()
+
+
+class Listener(SpanListener):
+    """Writes down what the builder tells it, and says a line in each span (as a transcriber would)."""
+
+    def __init__(self, *, fail_on: float | None = None) -> None:
+        self.events: list[object] = []
+        self.closed: list[tuple[float, float]] = []
+        self.fail_on = fail_on
+
+    def on_start(self) -> None:
+        self.events.append("start")
+
+    def tasks(self, builder: BuilderLoop) -> list:
+        async def once() -> None:  # a task that returns is done, and the builder goes on
+            self.events.append(("task", builder.stream, builder.captioned_until))
+
+        return [once()]
+
+    async def on_spans(self, closed: ClosedSpans) -> None:
+        self.closed = [(s.start, s.end) for s in closed.spans]
+
+    async def transcript(self, span: Span) -> str | None:
+        return f"words of span {span.k}"
+
+    async def on_captioned(self, event: SpanCaptioned) -> None:
+        if event.span.start == self.fail_on:
+            raise RuntimeError("a listener's own bug")
+        self.events.append(("captioned", event.span.start, event.node.text, await event.heard()))
+
+    async def aclose(self) -> None:
+        self.events.append("aclose")
+
+    def on_stop(self, timeout: float) -> None:
+        self.events.append("stop")
+
+
+def test_span_listeners_see_each_span_once_it_is_captioned(tmp_path, five_span_video, clip_captioner):
+    class Hearing(clip_captioner):
+        hears = True
+
+        async def describe(self, clip, instruction, *, level, transcript=None):
+            caption = await super().describe(clip, instruction, level=level)
+            return replace(caption, text=f"{caption.text}; heard: {transcript}")
+
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings)
+    listener = Listener()
+    with CoarseBuilder(settings, "cam", memory, Hearing(), listeners=[listener]) as builder:
+        assert ingest(settings, five_span_video, builder).complete
+        assert builder.drain(timeout=30)
+    assert listener.events[:2] == ["start", ("task", "cam", 0.0)] and listener.events[-2:] == ["aclose", "stop"]
+    captioned = sorted(e[1:] for e in listener.events if isinstance(e, tuple) and e[0] == "captioned")
+    assert [start for start, _, _ in captioned] == [start for start, _ in SPANS]
+    for k, (_, text, heard) in enumerate(captioned):  # the listener's transcript went to the captioner that hears
+        assert text.endswith(f"heard: words of span {k}") and heard == f"words of span {k}"
+    assert listener.closed == SPANS  # the last look at the ended file: every span, the last partial one too
+
+
+def test_a_listener_that_fails_fails_the_builder(tmp_path, five_span_video, clip_captioner):
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings)
+    listener = Listener(fail_on=60.0)
+    builder = CoarseBuilder(settings, "cam", memory, clip_captioner(), listeners=[listener]).start()
+    try:
+        ingest(settings, five_span_video, builder)
+        with pytest.raises(RuntimeError, match="a listener's own bug"):
+            builder.drain(timeout=30)
+    finally:
+        builder.stop()
+    assert listener.events[-2:] == ["aclose", "stop"]  # closed all the same

@@ -20,6 +20,7 @@ from lucy.config import load_settings
 from lucy.ingest import AUDIO_RATE, AudioClip, open_frames
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.nodes import INGEST_ORIGIN
+from lucy.memory.speech import SpeechWorker
 from lucy.memory.sqlite_store import open_memory
 from lucy.memory.transcribers import (
     SPEECH_LEVEL,
@@ -210,13 +211,19 @@ def beep(seconds: float, at: float, total: float) -> np.ndarray:
     return audio
 
 
-def build(settings, captioner, transcriber, memory) -> CoarseBuilder:
-    builder = CoarseBuilder(settings, "cam", memory, captioner, transcriber=transcriber, poll_seconds=0.2).start()
+def transcribing(settings, captioner, transcriber, memory) -> tuple[CoarseBuilder, SpeechWorker]:
+    """A started builder of stream "cam" with a speech listener (as a recording attaches one), and the listener."""
+    worker = SpeechWorker(settings, "cam", memory, transcriber)
+    return CoarseBuilder(settings, "cam", memory, captioner, poll_seconds=0.2, listeners=[worker]).start(), worker
+
+
+def build(settings, captioner, transcriber, memory) -> SpeechWorker:
+    builder, worker = transcribing(settings, captioner, transcriber, memory)
     try:
         assert builder.drain(timeout=60)
     finally:
         builder.stop()
-    return builder
+    return worker
 
 
 def test_builder_transcribes_each_closed_span_beside_its_caption(tmp_path, clip_captioner):
@@ -224,7 +231,7 @@ def test_builder_transcribes_each_closed_span_beside_its_caption(tmp_path, clip_
     store_stream(settings, seconds=150, audio=beep(3.0, at=70.0, total=150))
     memory = open_memory(settings)
     ear = ScriptedTranscriber(fail={1, 2})  # the first two attempts fail: retried, captions not held up
-    builder = build(settings, clip_captioner(), ear, memory)
+    worker = build(settings, clip_captioner(), ear, memory)
     captions = memory.nodes("cam", level="coarse")
     speech = memory.nodes("cam", level=SPEECH_LEVEL)
     assert [(n.start, n.end) for n in captions] == [(n.start, n.end) for n in speech] == \
@@ -232,7 +239,7 @@ def test_builder_transcribes_each_closed_span_beside_its_caption(tmp_path, clip_
     assert all(n.origin == INGEST_ORIGIN and n.model == "scripted-ear" for n in speech)
     assert [n.text for n in speech] == ["", f"[70.0-73.0 s] {ANNOUNCEMENT}", ""]  # silent spans: no lines
     assert memory.search("cam", "boarding gate")[0][0].level == SPEECH_LEVEL
-    stats = builder.speech.stats.snapshot()
+    stats = worker.stats.snapshot()
     assert stats.has_audio and stats.transcribed == 3 and stats.lines == 1 and stats.failures == 2
     assert stats.transcribed_until == pytest.approx(150.0) and stats.lag == 0.0 and stats.realtime_factor > 0
     assert ear.closed
@@ -248,10 +255,10 @@ def test_a_stream_without_audio_is_left_as_before(tmp_path, clip_captioner):
     store_stream(settings, seconds=90, audio=None)
     memory = open_memory(settings)
     ear = ScriptedTranscriber()
-    builder = build(settings, clip_captioner(), ear, memory)
+    worker = build(settings, clip_captioner(), ear, memory)
     assert ear.calls == [] and memory.count("cam", level=SPEECH_LEVEL) == 0
     assert memory.count("cam", level="coarse") == 2
-    assert not builder.speech.stats.snapshot().has_audio
+    assert not worker.stats.snapshot().has_audio
 
 
 def test_a_failing_transcriber_never_holds_up_captions(tmp_path, clip_captioner):
@@ -260,11 +267,11 @@ def test_a_failing_transcriber_never_holds_up_captions(tmp_path, clip_captioner)
     store_stream(settings, seconds=120, audio=beep(1.0, at=10.0, total=120))
     memory = open_memory(settings)
     ear = ScriptedTranscriber(fail=set(range(1, 10_000)))
-    builder = CoarseBuilder(settings, "cam", memory, clip_captioner(), transcriber=ear, poll_seconds=0.2).start()
+    builder, worker = transcribing(settings, clip_captioner(), ear, memory)
     try:
         assert not builder.drain(give_up_seconds=1.0, timeout=30)  # the transcriber is down: drain gives up
         assert memory.count("cam", level="coarse") == 2 and memory.count("cam", level=SPEECH_LEVEL) == 0
-        assert builder.speech.stats.failures >= 2 and builder.speech.stats.pending == 2
+        assert worker.stats.failures >= 2 and worker.stats.pending == 2
     finally:
         builder.stop()
 
@@ -300,7 +307,7 @@ def test_a_live_stream_whose_sound_dropped_out_is_transcribed_with_what_there_is
     writer.append(np.full((len(times), 32, 48, 3), 90, np.uint8), times)
     memory = open_memory(settings)
     ear = ScriptedTranscriber()
-    builder = CoarseBuilder(settings, "cam", memory, clip_captioner(), transcriber=ear, poll_seconds=0.2).start()
+    builder, _ = transcribing(settings, clip_captioner(), ear, memory)
     try:
         assert builder.drain(timeout=60)  # closed spans 0-180 s: none waits for sound that is not coming
     finally:

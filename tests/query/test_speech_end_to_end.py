@@ -12,6 +12,7 @@ from lucy.backends import Backends, builder_captioner, builder_transcriber
 from lucy.config import load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
+from lucy.memory.speech import SpeechWorker
 from lucy.memory.sqlite_store import open_memory
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.factory import open_engine
@@ -32,12 +33,12 @@ def ingested(tmp_path_factory):
                         overlays=[Overlay(0, DURATION, "DEPARTURES")])
     settings = load_settings(data=root / "data", **{"captioner.max_in_flight": 1})
     memory = open_memory(settings)
-    builder = CoarseBuilder(settings, "hall", memory, builder_captioner(settings),
-                            transcriber=builder_transcriber(settings)).start()
+    speech = SpeechWorker(settings, "hall", memory, builder_transcriber(settings))
+    builder = CoarseBuilder(settings, "hall", memory, builder_captioner(settings), listeners=[speech]).start()
     try:
         assert Ingestor(settings, str(video), "hall", on_commit=builder.on_commit).run().complete
         assert builder.drain(timeout=300)
-        progress = builder.speech.stats.snapshot()
+        progress = speech.stats.snapshot()
     finally:
         builder.stop()
         memory.close()

@@ -9,6 +9,7 @@ from lucy.backends import builder_captioner, builder_reasoner, builder_transcrib
 from lucy.config import load_settings
 from lucy.ingest import Ingestor, open_frames
 from lucy.memory.builder import CoarseBuilder
+from lucy.memory.speech import SpeechWorker
 from lucy.memory.sqlite_store import open_memory
 from lucy.synth import Overlay, Speech, speech_track, spoken_spans, write_video
 from lucy.synth.speech import espeak_available
@@ -32,8 +33,8 @@ def test_an_announcement_raises_the_watch_for_it_and_nothing_else(tmp_path):
     frames = open_frames(settings)
     captioner = builder_captioner(settings)
     checker = WatchChecker(settings, "hall", memory, builder_reasoner(settings), captioner, frames)
-    builder = CoarseBuilder(settings, "hall", memory, captioner, frames=frames,
-                            transcriber=builder_transcriber(settings), checker=checker).start()
+    speech = SpeechWorker(settings, "hall", memory, builder_transcriber(settings))
+    builder = CoarseBuilder(settings, "hall", memory, captioner, frames=frames, listeners=[speech, checker]).start()
     try:
         assert Ingestor(settings, str(video), "hall", on_commit=builder.on_commit, frames=frames).run().complete
         assert builder.drain(timeout=300)

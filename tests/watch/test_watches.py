@@ -42,10 +42,10 @@ def video(path: Path) -> Path:
     return write_video(path, duration=240, fps=4, width=320, height=180, scenes=scenes, overlays=overlays)
 
 
-def builder_for(settings, memory) -> CoarseBuilder:
+def builder_for(settings, memory) -> tuple[CoarseBuilder, WatchChecker]:
     captioner = PixelsCaptioner(settings.captioner.pixels)
     checker = WatchChecker(settings, "cam", memory, LexicalReasoner(), captioner, open_frames(settings))
-    return CoarseBuilder(settings, "cam", memory, captioner, checker=checker)
+    return CoarseBuilder(settings, "cam", memory, captioner, listeners=[checker]), checker
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +55,11 @@ def watched(tmp_path_factory):
     settings = settings_for(root / "data")
     memory = SQLiteMemoryStore.for_data(settings)
     ids = {q: memory.add_watch("cam", q).id for q in [SIGN, BAY, *NEVER]}
-    builder = builder_for(settings, memory).start()
+    builder, checker = builder_for(settings, memory)
+    builder.start()
     Ingestor(settings, str(video(root / "v.mp4")), "cam", on_commit=builder.on_commit).run()
     assert builder.drain(timeout=120)
-    stats = builder.checker.stats.snapshot()
+    stats = checker.stats.snapshot()
     builder.stop()
     yield settings, memory, ids, stats
     memory.close()
@@ -141,7 +142,7 @@ def test_a_restarted_builder_resumes_checking_without_a_double_alert(watched):
     assert memory.watch_progress(late.id) == pytest.approx(240, abs=0.1)
     past = memory.add_watch("cam", SIGN, webhook_url="http://127.0.0.1:9/past")
     memory.set_watch_progress(past.id, 0.0)  # ... unless asked to look at the past (lucy watch --from-start)
-    builder = builder_for(settings, memory).start()
+    builder = builder_for(settings, memory)[0].start()
     try:
         deadline = time.monotonic() + 60
         while min(memory.watch_progress(i) for i in (ids[SIGN], past.id)) < 239.9:

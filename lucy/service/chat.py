@@ -25,6 +25,7 @@ from typing import Any
 from sse_starlette import ServerSentEvent
 
 from lucy.config import Level
+from lucy.query.events import QuestionAnswer, QuestionStep, StepBegun, StepProgress
 from lucy.query.trace import progress_line
 from lucy.service import conversation, sse
 from lucy.service.conversation import Kind, MemoryGlance, Reading
@@ -147,8 +148,8 @@ async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaita
         return sse.event_stream(_stream(svc, reply, reading, question, options, progress=progress, asked=asked,
                                         include_usage=include_usage), ping)
     # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
-    answer = await svc.questions.ask(body.model, question, options, client_gone=client_gone)
-    answer = {**answer, "chat": _chat_note(reading)}
+    result = await svc.questions.ask(body.model, question, options, client_gone=client_gone)
+    answer = {**result.to_json(), "chat": _chat_note(reading)}
     content = answer_text(answer)
     return reply.completion(answer, content, usage(answer, asked, content))
 
@@ -212,21 +213,22 @@ async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, opti
         yield reply.chunk({field: f"opening the memory of {reply.model} …\n"})
         shown = field == "content"
     try:
-        async for kind, value in svc.questions.events(reply.model, question, options, progress=progress != "none"):
-            if kind == "begin":
-                yield reply.chunk({field: progress_line(value) + "\n"})
-                shown = field == "content"
-            elif kind == "progress":
-                yield reply.chunk({field: f"  {value['text']}\n"})
-            elif kind == "step" and value.get("error") and progress != "none":
-                reason = clip_words(" ".join(str(value["error"]).split()), ERROR_CHARS)
-                yield reply.chunk({field: f"  (that failed: {reason})\n"})
-            elif kind == "answer":
-                answer = {**value, "chat": _chat_note(reading)}
-                content = answer_text(answer)
-                yield reply.chunk({"content": "\n" + content if shown else content})
-                for chunk in reply.closing(answer, usage(answer, asked, content), include_usage):
-                    yield chunk
+        async for event in svc.questions.events(reply.model, question, options, progress=progress != "none"):
+            match event:
+                case StepBegun(step=step):
+                    yield reply.chunk({field: progress_line(step.to_json()) + "\n"})
+                    shown = field == "content"
+                case StepProgress(text=text):
+                    yield reply.chunk({field: f"  {text}\n"})
+                case QuestionStep(step=step) if step.error and progress != "none":
+                    reason = clip_words(" ".join(step.error.split()), ERROR_CHARS)
+                    yield reply.chunk({field: f"  (that failed: {reason})\n"})
+                case QuestionAnswer(result=result):
+                    answer = {**result.to_json(), "chat": _chat_note(reading)}
+                    content = answer_text(answer)
+                    yield reply.chunk({"content": "\n" + content if shown else content})
+                    for chunk in reply.closing(answer, usage(answer, asked, content), include_usage):
+                        yield chunk
     except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
         _, body = in_band_error(err, f"chat question about {reply.model}")
         yield sse.event(body)

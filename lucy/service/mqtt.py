@@ -356,8 +356,8 @@ class MqttBridge:
                 raise InvalidRequest("\"question\" must be a string")
             if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
                 raise InvalidRequest("\"options\" must be a list of strings")
-            answer = await self.svc.questions.ask(stream, question, options)
-            self.post(topic, _json({"id": qid, "stream": stream, **answer}))
+            result = await self.svc.questions.ask(stream, question, options)
+            self.post(topic, _json({"id": qid, "stream": stream, **result.to_json()}))
         except asyncio.CancelledError:
             raise
         except (ServiceError, LucyError) as err:

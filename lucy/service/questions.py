@@ -13,7 +13,8 @@ one stream and ``service.max_concurrent_questions`` in all run at once; the rest
 slot. A captioner that hangs or fails is paused after a few failures (:mod:`lucy.memory.captioners.guard`), so
 questions about its stream answer from memory at once, saying so, instead of waiting out timeouts.
 
-Trace steps are handed to the server's loop as they happen, for SSE, the OpenAI-compatible stream and MQTT.
+Trace steps are handed to the server's loop as they happen, for SSE, the OpenAI-compatible stream and MQTT, as
+typed events (:mod:`lucy.query.events`) that carry the engine's own step and result records.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ from lucy.memory.store import MemoryStore
 from lucy.metrics import QuestionRecord
 from lucy.metrics.captioning import MeteredCaptioner
 from lucy.metrics.stats import CaptionCallStats
+from lucy.query.events import (
+    QuestionAnswer,
+    QuestionEvent,
+    QuestionFailed,
+    QuestionStep,
+    QuestionUpdate,
+    StepBegun,
+    StepProgress,
+)
 from lucy.redaction import redact_url
 from lucy.service.errors import (
     ClientGone,
@@ -47,13 +57,13 @@ from lucy.service.streams import StreamManager
 from lucy.untrusted import normalise_question
 
 if TYPE_CHECKING:
-    from lucy.query.trace import TraceStep
+    from lucy.query.trace import QueryResult, TraceStep
 
 log = logging.getLogger(__name__)
 
 DISCONNECT_POLL_SECONDS = 0.5
 
-Emit = Callable[[str, Any], None]
+Emit = Callable[[QuestionEvent], None]
 
 
 class QuestionLoop:
@@ -148,10 +158,10 @@ class QuestionService:
         return slot
 
     async def events(self, stream: str, question: str, options: Sequence[str] = (), *,
-                     progress: bool = False) -> AsyncIterator[tuple[str, Any]]:
-        """Yield ``("step", dict)`` for each trace step as it happens, then ``("answer", dict)``. With ``progress``,
-        also ``("begin", dict)`` as each step begins (what it is about to do: a step is yielded once done, and a
-        caption round can take minutes) and ``("progress", {"index", "agent", "text"})`` for headway inside one.
+                     progress: bool = False) -> AsyncIterator[QuestionUpdate]:
+        """Yield a :class:`QuestionStep` for each trace step as it happens, then a :class:`QuestionAnswer`. With
+        ``progress``, also a :class:`StepBegun` as each step begins (what it is about to do: a step is yielded once
+        done, and a caption round can take minutes) and a :class:`StepProgress` for headway inside one.
 
         Raises a :class:`ServiceError` (bad question, unknown stream, timeout) or the engine's error. Closing the
         iterator early (or cancelling the task that iterates it) cancels the question.
@@ -169,12 +179,12 @@ class QuestionService:
         try:
             async with _slot(self._stream_slot(stream), deadline, "questions about this stream"), \
                     _slot(self._slots, deadline, "other questions"):
-                out: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+                out: asyncio.Queue[QuestionEvent] = asyncio.Queue()
                 server_loop = asyncio.get_running_loop()
 
-                def emit(kind: str, value: Any) -> None:
+                def emit(event: QuestionEvent) -> None:
                     try:
-                        server_loop.call_soon_threadsafe(out.put_nowait, (kind, value))
+                        server_loop.call_soon_threadsafe(out.put_nowait, event)
                     except RuntimeError:
                         pass  # the server's loop has closed (shutdown)
 
@@ -184,28 +194,30 @@ class QuestionService:
                     while True:
                         try:
                             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                                kind, value = await out.get()
+                                event = await out.get()
                         except TimeoutError:
                             raise TimedOut(f"no answer within {timeout:g} s (service.question_timeout_seconds)") \
                                 from None
-                        if kind == "error":
-                            raise value
-                        if kind == "answer":
-                            record = QuestionRecord(
-                                latency_seconds=time.monotonic() - began, iterations=int(value.get("iterations", 0)),
-                                llm_calls=int(value.get("llm_calls", 0)),
-                                caption_calls=int(value.get("caption_calls", 0)), confident=bool(value.get("confident")))
-                        yield kind, value
-                        if kind == "answer":
-                            return
+                        match event:
+                            case QuestionFailed(error=error):
+                                raise error
+                            case QuestionAnswer(result=result):
+                                record = QuestionRecord(
+                                    latency_seconds=time.monotonic() - began, iterations=result.iterations,
+                                    llm_calls=result.llm_calls, caption_calls=result.caption_calls,
+                                    confident=result.confident)
+                                yield event
+                                return
+                            case _:
+                                yield event
                 finally:
                     work.cancel()  # a no-op once answered; else the question stops where it is
         finally:
             stats.finished(record)
 
     async def ask(self, stream: str, question: str, options: Sequence[str] = (), *,
-                  client_gone: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
-        """The answer object (the trace is in it).
+                  client_gone: Callable[[], Awaitable[bool]] | None = None) -> QueryResult:
+        """The answer (the trace is in it; its ``to_json()`` is the answer object of the API).
 
         ``client_gone`` (e.g. Starlette's ``request.is_disconnected``) is polled while the question runs; when it
         says the client has gone, the question is cancelled and :class:`ClientGone` raised.
@@ -224,10 +236,10 @@ class QuestionService:
         await asyncio.gather(answering, return_exceptions=True)
         raise ClientGone("the client went away; the question was cancelled")
 
-    async def _answer(self, stream: str, question: str, options: Sequence[str]) -> dict[str, Any]:
-        async for kind, value in self.events(stream, question, options):
-            if kind == "answer":
-                return value
+    async def _answer(self, stream: str, question: str, options: Sequence[str]) -> QueryResult:
+        async for event in self.events(stream, question, options):
+            if isinstance(event, QuestionAnswer):
+                return event.result
         raise Unavailable("the question ended without an answer")
 
     # ------------------------------------------------------------------------------------ on the question loop
@@ -235,28 +247,27 @@ class QuestionService:
     async def _drive(self, emit: Emit, settings: LucySettings, stream: str, question: str,
                      options: tuple[str, ...], progress: bool = False) -> None:
         # Told on the question loop, handed over like every event: they arrive in the order they happened.
-        on_begin = (lambda step: emit("begin", step.to_json())) if progress else None
-        on_progress = (lambda step, text: emit("progress", {"index": step.index, "agent": step.agent, "text": text})) \
-            if progress else None
+        on_begin = (lambda step: emit(StepBegun.of(step))) if progress else None
+        on_progress = (lambda step, text: emit(StepProgress(step.index, step.agent, text))) if progress else None
         try:
-            async for kind, value in self._run_engine(settings, stream, question, options, on_begin, on_progress):
-                emit(kind, value)
+            async for event in self._run_engine(settings, stream, question, options, on_begin, on_progress):
+                emit(event)
         except asyncio.CancelledError:
             raise
         except ServiceError as err:
-            emit("error", err)
+            emit(QuestionFailed(err))
         except LucyError as err:  # e.g. no frames yet: the stream is not in a state to answer, unless the
             # environment failed (a locked store, a full disk, no descriptors left): that is not the stream's state
-            emit("error", service_error_for(err) or Conflict(redact_url(str(err))))
+            emit(QuestionFailed(service_error_for(err) or Conflict(redact_url(str(err)))))
         except Exception as err:
             log.exception("question about %s failed", stream)
-            emit("error", err)
+            emit(QuestionFailed(err))
 
     async def _run_engine(self, settings: LucySettings, stream: str, question: str, options: tuple[str, ...],
                           on_begin: Callable[[TraceStep], None] | None = None,
                           on_progress: Callable[[TraceStep, str], None] | None = None,
-                          ) -> AsyncIterator[tuple[str, Any]]:
-        """The query engine's trace and answer as ``("step", dict)`` ... ``("answer", dict)``.
+                          ) -> AsyncIterator[QuestionStep | QuestionAnswer]:
+        """The query engine's trace and answer as :class:`QuestionStep` ... :class:`QuestionAnswer`.
 
         The shared captioner (for deeper captions) is metered into the stream's own caption figures.
         """
@@ -276,9 +287,9 @@ class QuestionService:
                              index=backends.index(settings, self.memory))
         run = engine.run(question, options, on_begin=on_begin, on_progress=on_progress)
         async for step in run:
-            yield "step", step.to_json()
+            yield QuestionStep.of(step)
         assert run.result is not None
-        yield "answer", run.result.to_json()
+        yield QuestionAnswer(run.result)
 
 
 class _slot:

@@ -5,6 +5,7 @@ own chunk type (which keeps the ``reasoning_content`` it does not declare)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
 from types import SimpleNamespace
@@ -14,7 +15,8 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from lucy.config import load_settings
-from lucy.query.trace import TraceStep
+from lucy.query.events import QuestionAnswer, QuestionStep, QuestionUpdate, StepBegun, StepProgress
+from lucy.query.trace import Evidence, QueryResult, TraceStep
 from lucy.service import chat
 from lucy.service.schemas import ChatRequest
 
@@ -25,17 +27,17 @@ FAILED = TraceStep(index=4, agent="caption", level="fine", start=40, end=50, ite
                    error="the captioner timed out\nafter 60 s")
 
 
-def _answer(prompt_tokens: int = 0, completion_tokens: int = 0) -> dict[str, Any]:
-    return {"question_id": 1, "stream": "hall", "question": QUESTION, "answer": "Platform 7 at 14:05",
-            "confident": True, "evidence": [{"start": 40.0, "end": 50.0}], "iterations": 1, "llm_calls": 3,
-            "caption_calls": 1, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "trace": [CAPTION.to_json()]}
+def _answer(prompt_tokens: int = 0, completion_tokens: int = 0) -> QueryResult:
+    step = dataclasses.replace(CAPTION, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, llm_calls=3)
+    return QueryResult(question_id=1, stream="hall", question=QUESTION, options=[], answer="Platform 7 at 14:05",
+                       option_index=None, confident=True, evidence=[Evidence(40.0, 50.0)], reason="", iterations=1,
+                       horizon=60.0, wall_seconds=1.0, trace=[step])
 
 
 class _Questions:
     """Scripted events of one question: each step begins, then ends; then the answer."""
 
-    def __init__(self, steps: Sequence[TraceStep], answer: dict[str, Any]) -> None:
+    def __init__(self, steps: Sequence[TraceStep], answer: QueryResult) -> None:
         self.steps, self.answer = steps, answer
         self.progress: list[bool] = []  # what each events() call was asked for
 
@@ -43,20 +45,18 @@ class _Questions:
         return question, tuple(options)
 
     async def events(self, stream: str, question: str, options: Sequence[str] = (), *,
-                     progress: bool = False) -> AsyncIterator[tuple[str, Any]]:
+                     progress: bool = False) -> AsyncIterator[QuestionUpdate]:
         self.progress.append(progress)
         for step in self.steps:
             if progress:
-                yield "begin", TraceStep(index=step.index, agent=step.agent, level=step.level, start=step.start,
-                                         end=step.end, iteration=step.iteration,
-                                         instruction=step.instruction).to_json()
+                yield StepBegun(TraceStep(index=step.index, agent=step.agent, level=step.level, start=step.start,
+                                          end=step.end, iteration=step.iteration, instruction=step.instruction))
                 if step.caption_calls:
-                    yield "progress", {"index": step.index, "agent": step.agent,
-                                       "text": "fine 0:40–0:45 captioned (1 of 2)"}
-            yield "step", step.to_json()
-        yield "answer", self.answer
+                    yield StepProgress(step.index, step.agent, "fine 0:40–0:45 captioned (1 of 2)")
+            yield QuestionStep(step)
+        yield QuestionAnswer(self.answer)
 
-    async def ask(self, stream: str, question: str, options: Sequence[str] = (), **_: Any) -> dict[str, Any]:
+    async def ask(self, stream: str, question: str, options: Sequence[str] = (), **_: Any) -> QueryResult:
         return self.answer
 
 
@@ -69,7 +69,7 @@ async def _gone() -> bool:
     return False
 
 
-def _chunks(mode: str, steps: Sequence[TraceStep], answer: dict[str, Any],
+def _chunks(mode: str, steps: Sequence[TraceStep], answer: QueryResult,
             **body: Any) -> tuple[list[ChatCompletionChunk], list[bool]]:
     questions = _Questions(steps, answer)
     request = ChatRequest(model="hall", stream=True, messages=[{"role": "user", "content": QUESTION}], **body)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from sse_starlette import ServerSentEvent
 
+from lucy.query.events import QuestionAnswer, QuestionStep
 from lucy.service import memory_pages, sse
 from lucy.service.errors import in_band_error
 from lucy.service.schemas import AnswerOut, QuestionIn
@@ -33,7 +34,8 @@ async def ask(name: str, body: QuestionIn, request: Request) -> Any:
         text, options = svc.questions.check(body.question, body.options)
         await asyncio.to_thread(svc.manager.require, name)
         return sse.event_stream(_sse_answer(svc, name, text, options), svc.settings.service.sse_ping_seconds)
-    return await svc.questions.ask(name, body.question, body.options, client_gone=request.is_disconnected)
+    result = await svc.questions.ask(name, body.question, body.options, client_gone=request.is_disconnected)
+    return result.to_json()
 
 
 @router.get("/v1/streams/{name}/questions", summary="Recent questions and their answers")
@@ -62,8 +64,12 @@ def _with_frame_urls(svc: Service, name: str, limit: int) -> list[dict[str, Any]
 async def _sse_answer(svc: Service, name: str, question: str,
                       options: tuple[str, ...]) -> AsyncIterator[ServerSentEvent]:
     try:
-        async for kind, value in svc.questions.events(name, question, options):
-            yield sse.event(value, kind)
+        async for event in svc.questions.events(name, question, options):
+            match event:
+                case QuestionStep(step=step):
+                    yield sse.event(step.to_json(), "step")
+                case QuestionAnswer(result=result):
+                    yield sse.event(result.to_json(), "answer")
     except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
         status, body = in_band_error(err, f"question about {name}")
         yield sse.event({**body, "status": status}, "error")

@@ -13,8 +13,8 @@ from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.reasoners import make_reasoner
 from lucy.query.reasoners.base import AnswerReply, MemoryItem, Question, ReasonerError
 from lucy.query.reasoners.openai import OpenAIReasoner, json_candidates, parse_reply
-from lucy.text import FOLLOW_UP_OPENING
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+from lucy.text import FOLLOW_UP_OPENING
 
 Q = Question("Which plate did the van have?", ("KX-4821", "QD-1190"), horizon=300)
 MEMORY = [MemoryItem(1, "coarse", 120, 180, "a harbor gate"), MemoryItem(2, "fine", 130, 140, "van plate KX-4821")]

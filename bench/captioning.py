@@ -34,9 +34,10 @@ from lucy.config import Level, LucySettings, load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.openai import OpenAICaptioner, encode_jpeg_frames, pick_evenly
-from lucy.memory.sqlite_store import DB_NAME, open_memory
+from lucy.memory.sqlite_store import DB_NAME
 from lucy.synth import PALETTE, Overlay, Scene, write_video
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+from lucy.wiring import open_frames, open_memory
 
 TARGET = 0.9
 
@@ -127,7 +128,7 @@ def run_builder(settings: LucySettings, spans: int, in_flight: int) -> tuple[flo
     memory = open_memory(settings)
     captioner = OpenAICaptioner(settings.captioner.openai, max_in_flight=in_flight)
     began = time.perf_counter()
-    with CoarseBuilder(settings, "bench", memory, captioner) as builder:
+    with CoarseBuilder(settings, "bench", memory, captioner, frames=open_frames(settings)) as builder:
         drained = builder.drain(give_up_seconds=10, timeout=600, interval=0.01)
         took = time.perf_counter() - began
         failures = builder.stats.failures
@@ -186,7 +187,7 @@ def bench_pixels(repeat: int) -> None:
         settings = load_settings(data=Path(tmp) / "data", preset="live", **{"captioner.backend": "pixels"})
         span = settings.levels.coarse.span_seconds
         video = text_video(Path(tmp) / "text.mp4", span * (repeat + 1))
-        Ingestor(settings, str(video), "px").run()
+        Ingestor(settings, str(video), "px", frames=open_frames(settings)).run()
         store = ZarrFrameStore.open(settings.data, "px")
         captioner = builder_captioner(settings)  # unguarded: the bench times the captioner itself
         instruction = settings.captioner.coarse_instruction
@@ -231,13 +232,14 @@ def bench_lag(seconds: float) -> None:
         video = text_video(Path(tmp) / "lag.mp4", seconds)
         memory = open_memory(settings)
         samples: list[tuple[float, float, float]] = []  # (wall, ingested_until, lag)
-        with CoarseBuilder(settings, "lag", memory, builder_captioner(settings)) as builder:
+        with CoarseBuilder(settings, "lag", memory, builder_captioner(settings),
+                           frames=open_frames(settings)) as builder:
             def on_commit(store, stats) -> None:
                 builder.on_commit(store, stats)
                 samples.append((time.perf_counter(), stats.ingested_until, builder.stats.lag))
 
             began = time.perf_counter()
-            result = Ingestor(settings, str(video), "lag", on_commit=on_commit).run()
+            result = Ingestor(settings, str(video), "lag", on_commit=on_commit, frames=open_frames(settings)).run()
             ingest_wall = time.perf_counter() - began
             lag_at_end = builder.stats.lag
             drained = builder.drain(timeout=600)

@@ -67,7 +67,6 @@ import httpx
 import numpy as np
 
 from lucy.config import load_settings
-from lucy.ingest import open_frames
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.postgres_store import PostgresMemoryStore
 from lucy.synth import PALETTE, Overlay, Scene, cached_video
@@ -75,6 +74,7 @@ from lucy.testing.postgres import PostgresServer
 from lucy.testing.ray_cluster import LocalCluster
 from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, Weed
 from lucy.testing.waiting import free_port, stop_process, wait_for
+from lucy.wiring import open_frames
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"

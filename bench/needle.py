@@ -57,6 +57,7 @@ from lucy.memory.builder import CoarseBuilder
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.factory import open_engine
 from lucy.synth import write_video
+from lucy.wiring import open_frames
 
 GEN_FPS = 2.0
 TARGET_ACCURACY, TARGET_LLM_CALLS, TARGET_REUSE = 0.90, 4.0, 0.10
@@ -113,8 +114,8 @@ def prepare(workdir: Path, name: str, minutes: int, needles: int, seed: int, pre
         memory = SQLiteMemoryStore.for_data(settings)
         captioner = builder_captioner(settings)
         assert captioner is not None
-        builder = CoarseBuilder(settings, "haystack", memory, captioner).start()
-        Ingestor(settings, str(video), "haystack", on_commit=builder.on_commit).run()
+        builder = CoarseBuilder(settings, "haystack", memory, captioner, frames=open_frames(settings)).start()
+        Ingestor(settings, str(video), "haystack", on_commit=builder.on_commit, frames=open_frames(settings)).run()
         if not builder.drain(timeout=3600):
             raise SystemExit("coarse captioning did not finish")
         builder.stop()

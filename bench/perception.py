@@ -42,6 +42,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from lucy.wiring import open_frames
+
 DATA = Path(__file__).parent / "data"
 SIZE_720P = (1280, 720)
 WORDS = ["GATE", "PLATFORM", "EXIT", "TICKETS", "NORTH", "SOUTH", "LEVEL", "TRAIN", "OPEN", "CLOSED", "BUS", "STOP",
@@ -404,10 +406,10 @@ def ingest_figures(quick: bool = False) -> dict[str, float]:
 
     from lucy.backends import builder_captioner, builder_transcriber
     from lucy.config import load_settings
-    from lucy.memory.sqlite_store import open_memory
     from lucy.recorder import StreamRecorder
     from lucy.synth import PALETTE, Overlay, Scene, Shape, cached_video
     from lucy.synth.speech import Speech, speech_track
+    from lucy.wiring import open_memory
 
     minutes = 2 if quick else 5
     seconds = minutes * 60
@@ -427,7 +429,8 @@ def ingest_figures(quick: bool = False) -> dict[str, float]:
         settings = load_settings(data=Path(tmp) / "data", preset="live", **{"captioner.backend": "pixels"})
         memory = open_memory(settings)
         recorder = StreamRecorder(settings, str(video), "all", memory, builder_captioner(settings),
-                                  transcriber=builder_transcriber(settings), give_up_seconds=60.0)
+                                  transcriber=builder_transcriber(settings), give_up_seconds=60.0,
+                                  frames=open_frames(settings))
         began, cpu = time.monotonic(), time.process_time()
         recording = recorder.run()
         wall, cpu = time.monotonic() - began, time.process_time() - cpu

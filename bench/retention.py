@@ -32,6 +32,7 @@ from lucy.config import LucySettings, load_settings
 from lucy.ingest import Ingestor, IngestResult
 from lucy.ingest.retention import RetentionMaintainer
 from lucy.synth import cached_video
+from lucy.wiring import open_frames
 
 OUT = Path(__file__).resolve().parent / "out"
 MB = 1 << 20
@@ -88,8 +89,9 @@ def run_retention(*, seconds: float = 90.0, streams: int = 3, disk_mb: int = 64,
         def settings_for(name: str) -> LucySettings:
             return guarded if name == "guarded" else settings
 
-        maintainer = RetentionMaintainer(settings, settings_for=settings_for)
-        ingestors = {name: Ingestor(settings, str(video), name, realtime=True) for name in names}
+        maintainer = RetentionMaintainer(settings, settings_for=settings_for, frames=open_frames(settings))
+        ingestors = {name: Ingestor(settings, str(video), name, realtime=True,
+                                    frames=open_frames(settings)) for name in names}
         results: dict[str, IngestResult] = {}
         errors: dict[str, str] = {}
 

@@ -489,10 +489,10 @@ def stored_memory(data: Path, nodes: int) -> None:
     """A stream only stored in ``data`` (as `lucy ingest` leaves one): a frame store, ``nodes`` coarse captions of
     60 s (100,000 are 69 days), 500 answered questions, a watch and 2,000 alerts, written straight to the stores."""
     from lucy.config import load_settings
-    from lucy.ingest import open_frames
     from lucy.memory.nodes import MemoryNode
     from lucy.memory.sqlite_store import SQLiteMemoryStore
     from lucy.memory.watches import Alert
+    from lucy.wiring import open_frames
 
     settings = load_settings(data=data)
     open_frames(settings).create(DASHBOARD_STREAM, source="/videos/long.mp4", live=False, width=64, height=36,

@@ -60,7 +60,7 @@ from watch_sets import BLIND, HEIGHT, SPLITS, WIDTH, StreamPlan, WatchSpec, plan
 
 from lucy.backends import Backends, builder_captioner, builder_embedder, builder_reasoner
 from lucy.config import LucySettings, load_settings
-from lucy.ingest import Ingestor, open_frames
+from lucy.ingest import Ingestor
 from lucy.ingest.frames import AudioClip
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.listeners import SpanListener
@@ -72,6 +72,7 @@ from lucy.query.factory import open_engine
 from lucy.synth import write_video
 from lucy.synth.speech import speech_track
 from lucy.watch.checker import WatchChecker
+from lucy.wiring import open_frames
 
 GEN_FPS = 2.0
 STREAM = "cam"

@@ -23,15 +23,14 @@ from pathlib import Path
 
 from lucy.backends import Backends, builder_captioner, builder_embedder, builder_transcriber
 from lucy.config import LucySettings
-from lucy.ingest import open_frames
 from lucy.ingest.lock import stream_lock
 from lucy.memory.nodes import INGEST_ORIGIN
-from lucy.memory.sqlite_store import open_memory
 from lucy.memory.store import MemoryStore
 from lucy.query.console import answer_lines
 from lucy.query.factory import open_engine
 from lucy.recorder import Recording, StreamRecorder
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.wiring import open_frames, open_memory
 
 STREAM = "demo"
 DEMO_SECONDS = 90.0
@@ -181,7 +180,8 @@ def run_demo(settings: LucySettings, *, flags: Sequence[str] = (), realtime: boo
                   f"answered by the lexical reasoner while ingestion goes on")
             recorder = StreamRecorder(settings, str(video), STREAM, memory, builder_captioner(settings),
                                       realtime=realtime, drain_timeout=120,
-                                      transcriber=builder_transcriber(settings), embedder=builder_embedder(settings))
+                                      transcriber=builder_transcriber(settings), embedder=builder_embedder(settings),
+                                      frames=open_frames(settings))
             recording = _Recording(recorder)
             try:
                 asyncio.run(_questions(settings, memory, recording))

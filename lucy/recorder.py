@@ -32,7 +32,7 @@ from enum import StrEnum
 
 from lucy.backends import builder_reasoner
 from lucy.config import LucySettings
-from lucy.ingest import FrameStore, FrameStores, Ingestor, IngestResult, IngestStats, open_frames
+from lucy.ingest import FrameStore, FrameStores, Ingestor, IngestResult, IngestStats
 from lucy.ingest.lock import Holder
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.base import Captioner
@@ -100,14 +100,15 @@ class StreamRecorder:
     """Records one source into one stream of a data directory: frames, and with a captioner coarse captions.
 
     The recorder owns ``captioner`` (it is closed when :meth:`run` returns; so are ``transcriber`` and
-    ``embedder``, through its builder) but not ``memory`` (its opener closes it). ``frames`` is the data directory's frame-store catalogue (default: the one ``settings`` names). One
-    recorder records once: :meth:`run` blocks until the end, :meth:`stop` ends it early.
+    ``embedder``, through its builder) but not ``memory`` (its opener closes it); ``frames``, the data directory's
+    frame-store catalogue, is opened by the caller too. One recorder records once: :meth:`run` blocks until the
+    end, :meth:`stop` ends it early.
     """
 
     def __init__(self, settings: LucySettings, source: str, stream: str, memory: MemoryStore,
                  captioner: Captioner | None, *, realtime: bool = False, holder: Holder | None = None,
                  observer: RecorderObserver | None = None, give_up_seconds: float | None = None,
-                 drain_timeout: float | None = None, frames: FrameStores | None = None,
+                 drain_timeout: float | None = None, frames: FrameStores,
                  transcriber: Transcriber | None = None, embedder: Embedder | None = None) -> None:
         self.stream = stream
         self.observer = observer or RecorderObserver()
@@ -115,8 +116,6 @@ class StreamRecorder:
         self.drain_timeout = drain_timeout
         self.ingestor = Ingestor(settings, source, stream, realtime=realtime, on_commit=self._on_commit,
                                  holder=holder, frames=frames)
-        if frames is None:
-            frames = open_frames(settings)
         # The builder owns its listeners (and through them the transcriber, the embedder and the checker's reasoner).
         self.speech = None if captioner is None or transcriber is None else SpeechWorker(
             settings, stream, memory, transcriber)

@@ -20,7 +20,15 @@ PACKAGE = Path(lucy.__file__).parent
 FORBIDDEN = [
     ("lucy.ingest.roots", "lucy.ingest.source"),
     ("lucy.memory", "lucy.query"),
-    ("lucy.memory", "lucy.watch"),
+    ("lucy.memory.store", "lucy.watch"),
+    ("lucy.memory.sqlite_store", "lucy.watch"),
+    ("lucy.memory.postgres_store", "lucy.watch"),
+    ("lucy.memory.rows", "lucy.watch"),
+    # Stores are opened by the composition root and handed down: storage knows neither it nor the cluster.
+    ("lucy.ingest", "lucy.cluster"),
+    ("lucy.ingest", "lucy.wiring"),
+    ("lucy.memory", "lucy.wiring"),
+    ("lucy.recorder", "lucy.wiring"),
 ]
 
 # Names that moved to a lower module: nothing imports them from their old home (no forwarding shims left).
@@ -34,6 +42,11 @@ MOVED = [
     "lucy.watch.model",
     "lucy.watch.Alert",
     "lucy.watch.Watch",
+    "lucy.memory.stores",
+    "lucy.ingest.open_frames",
+    "lucy.ingest.zarr_store.open_frames",
+    "lucy.memory.sqlite_store.open_memory",
+    "lucy.memory.sqlite_store.open_existing_memory",
 ]
 
 

@@ -131,8 +131,7 @@ def unknown_stream(stream: str, known: Iterable[str], data: Path) -> LucyError:
 
 def known_streams(settings: LucySettings) -> set[str]:
     """Streams of the data directory: those with frames, and those with memory only (frames deleted)."""
-    from lucy.ingest import open_frames
-    from lucy.memory.sqlite_store import open_existing_memory
+    from lucy.wiring import open_existing_memory, open_frames
 
     names = set(open_frames(settings).names())
     memory = open_existing_memory(settings)  # reading never creates a memory store
@@ -147,7 +146,8 @@ def known_streams(settings: LucySettings) -> set[str]:
 def require_stream(settings: LucySettings, stream: str) -> str:
     """``stream``, checked: a valid name of a stream the data directory has (else a :class:`LucyError` that says
     what to do)."""
-    from lucy.ingest import check_stream_name, open_frames
+    from lucy.ingest import check_stream_name
+    from lucy.wiring import open_frames
 
     check_stream_name(stream)
     if open_frames(settings).exists(stream):  # the usual case, and the cheap look

@@ -58,8 +58,8 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
     from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
     from lucy.cli.progress import BarProgress, PlainProgress, file_duration
     from lucy.memory.nodes import INGEST_ORIGIN
-    from lucy.memory.sqlite_store import open_memory
     from lucy.recorder import StreamRecorder
+    from lucy.wiring import open_frames, open_memory
 
     console = stderr_console()
     duration = file_duration(source)
@@ -70,7 +70,7 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
     try:
         recorder = StreamRecorder(settings, source, stream, memory, builder_captioner(settings), realtime=realtime,
                                   observer=observer, transcriber=builder_transcriber(settings),
-                                  embedder=builder_embedder(settings))
+                                  embedder=builder_embedder(settings), frames=open_frames(settings))
 
         def terminate(signum: int, _frame: object) -> None:
             # Stop cleanly: frames already decoded are committed and the summary printed.
@@ -108,7 +108,7 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
 
 def _disk_full(settings: LucySettings, stream: str, memory: MemoryStore) -> str:
     """The one line for a recording that stopped on a full disk: what is kept, and how to go on."""
-    from lucy.ingest import open_frames
+    from lucy.wiring import open_frames
 
     try:
         info = open_frames(settings).open(stream).info()

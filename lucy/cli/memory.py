@@ -56,7 +56,7 @@ def memory(stream: StreamOption,
     from dataclasses import asdict
 
     from lucy.ingest import check_stream_name
-    from lucy.memory.sqlite_store import open_existing_memory
+    from lucy.wiring import open_existing_memory
 
     settings = load(data, config, preset, verbose)
     check_stream_name(stream)
@@ -138,7 +138,7 @@ def search(text: Annotated[str, typer.Argument(metavar="TEXT", show_default=Fals
     from lucy.memory.embedders import make_embedder
     from lucy.memory.nodes import INGEST_ORIGIN
     from lucy.memory.retrieval import MemoryIndex
-    from lucy.memory.sqlite_store import open_existing_memory
+    from lucy.wiring import open_existing_memory
 
     settings = load(data, config, preset, verbose)
     text = normalise_question(text, what="search text")[0]  # InputError when empty once normalised

@@ -70,8 +70,8 @@ def watch(question: Annotated[str | None, typer.Argument(
     The process ingesting the stream (`lucy ingest`, or `lucy serve`'s worker) checks each closed span.
     This command prints the alerts as they are stored, until Ctrl-C (exit 130; the watch stays registered).
     """
-    from lucy.ingest import check_stream_name, open_frames
-    from lucy.memory.sqlite_store import open_memory
+    from lucy.ingest import check_stream_name
+    from lucy.wiring import open_frames, open_memory
 
     settings = load(data, config, preset, verbose)
     memory = open_memory(settings)

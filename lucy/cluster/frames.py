@@ -436,9 +436,9 @@ def open_cluster_frames(settings: LucySettings, db: PostgresMemoryStore | None =
                         lease: Lease | None = None) -> ClusterFrameStores:
     """The cluster's frame stores: the catalogue in ``db``, the segments in ``settings.frames``' bucket. Without a
     ``db`` or ``lease``, this process's one reader (each question opens its stream's frames: their database
-    connections and S3 clients are reused). Retention settings are refused by :func:`lucy.ingest.open_frames`."""
+    connections and S3 clients are reused). Retention settings are refused by :func:`lucy.wiring.open_frames`."""
     if db is None and lease is None:
-        from lucy.memory.stores import shared_postgres
+        from lucy.memory.postgres_store import shared_postgres
 
         key = settings.frames.model_dump_json(), id(shared_postgres(settings))
         with _READERS_LOCK:

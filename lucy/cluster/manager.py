@@ -135,7 +135,7 @@ class OwnerHandle:
         from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
         from lucy.cluster.owner import ensure_owner
-        from lucy.memory.stores import shared_postgres
+        from lucy.memory.postgres_store import shared_postgres
 
         registry = ClusterRegistry(shared_postgres(self.settings))
         incarnation, seq = "", 0
@@ -187,7 +187,7 @@ class OwnerHandle:
         """A run that ended without this replica hearing its owner's last reports: its progress as the stores
         hold it (frames committed, captions written), then its recorded end."""
         from lucy.cluster.frames import open_cluster_frames
-        from lucy.memory.stores import shared_postgres
+        from lucy.memory.postgres_store import shared_postgres
 
         try:
             progress = stored_progress(open_cluster_frames(self.settings).open(self.spec.name).info(),
@@ -242,7 +242,7 @@ class ClusterStreamManager(StreamManager):
     stream_type = OwnedStream
 
     def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
-                 frames: FrameStores | None = None) -> None:
+                 frames: FrameStores) -> None:
         if not isinstance(memory, PostgresMemoryStore):
             raise StoreError('a cluster keeps its memory in PostgreSQL (memory.backend = "postgres")')
         super().__init__(settings, memory, bus, frames=frames)

@@ -97,7 +97,7 @@ class OwnedRun(StreamRun):
         super().__init__(spec, settings, reports)
         self.lease = lease
 
-    def open_stores(self) -> tuple[MemoryStore, FrameStores | None]:
+    def open_stores(self) -> tuple[MemoryStore, FrameStores]:
         """Stores fenced by the lease. Their nodes are not announced here: every replica hears of them from
         PostgreSQL (:mod:`lucy.cluster.listener`)."""
         from lucy.cluster.frames import open_cluster_frames

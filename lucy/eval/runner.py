@@ -315,9 +315,12 @@ def _ingest(settings: LucySettings, path: Path, stream: str, memory: MemoryStore
     """Record ``path`` into ``stream`` with its coarse captions; the wall seconds it took. Raises when the video
     cannot be read or its captions cannot be made. The recorder is in ``active`` while it runs (to be stopped
     when the run is interrupted)."""
+    from lucy.wiring import open_frames
+
     began = time.perf_counter()
     recorder = StreamRecorder(settings, str(path), stream, memory, builder_captioner(settings), observer=observer,
-                              transcriber=builder_transcriber(settings), embedder=builder_embedder(settings))
+                              transcriber=builder_transcriber(settings), embedder=builder_embedder(settings),
+                              frames=open_frames(settings))
     active.add(recorder)
     try:
         recording = recorder.run()
@@ -410,7 +413,7 @@ class Runner:
                       f"ETA {eta:.0f}s")
 
     async def run(self, resume: bool) -> None:
-        from lucy.memory.sqlite_store import open_memory
+        from lucy.wiring import open_memory
 
         state = self.state
         self.file = PredictionsFile(state.predictions_path, resume=resume)
@@ -521,7 +524,7 @@ class Runner:
 
     @staticmethod
     def _subtitles(settings: LucySettings, stream: str, path: Path, outcome: VideoOutcome, memory: MemoryStore) -> None:
-        from lucy.ingest import open_frames
+        from lucy.wiring import open_frames
 
         info = open_frames(settings).open(stream).info()
         store_subtitles(memory, stream, read_srt(path), span_seconds=settings.levels.coarse.span_seconds,
@@ -530,7 +533,7 @@ class Runner:
     async def _online(self, settings: LucySettings, base: str, path: Path, outcome: VideoOutcome,
                       todo: list[EvalQuestion], keys: dict[str, list[tuple[str, str]]], memory: MemoryStore,
                       backends: Backends, reasoner: Reasoner | None) -> None:
-        from lucy.ingest import open_frames
+        from lucy.wiring import open_frames
 
         assert self.file is not None and outcome.seconds is not None
         # Every question is asked again in a fresh stream: what was ingested before must not be seen.

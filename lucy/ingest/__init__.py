@@ -1,8 +1,8 @@
 """Ingest: sources (PyAV) -> pts sampler -> frame store (Zarr v3 today).
 
-Callers know the :class:`FrameStores` catalogue and the :class:`FrameStore` of a stream; :func:`open_frames` is the
-one place the backend is chosen. Importing this package registers Lucy's Zarr image codecs, which every reader
-of a Zarr frame store needs.
+Callers know the :class:`FrameStores` catalogue and the :class:`FrameStore` of a stream, handed to them by the
+composition root (:func:`lucy.wiring.open_frames` is the one place the backend is chosen). Importing this package
+registers Lucy's Zarr image codecs, which every reader of a Zarr frame store needs.
 """
 
 import importlib
@@ -20,7 +20,7 @@ from lucy.ingest.frames import (
     StreamInfo,
     check_stream_name,
 )
-from lucy.ingest.zarr_store import ZarrFrameStore, ZarrFrameStores, list_streams, open_frames
+from lucy.ingest.zarr_store import ZarrFrameStore, ZarrFrameStores, list_streams
 
 if TYPE_CHECKING:
     from lucy.ingest.pipeline import Ingestor, IngestResult, IngestStats
@@ -37,6 +37,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AUDIO_RATE", "AudioClip", "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState",
-    "StreamInfo", "ZarrFrameStore", "ZarrFrameStores", "check_stream_name", "list_streams", "open_frames",
+    "StreamInfo", "ZarrFrameStore", "ZarrFrameStores", "check_stream_name", "list_streams",
     "open_source",
 ]

@@ -26,7 +26,6 @@ from lucy.ingest.frames import AUDIO_RATE, FrameStore, FrameStores, Gap
 from lucy.ingest.lock import Holder, stream_lock
 from lucy.ingest.sampler import Sampler, fit_size
 from lucy.ingest.source import AudioChunk, Frame, Source, open_source
-from lucy.ingest.zarr_store import open_frames
 from lucy.metrics.progress import IngestProgress
 
 log = logging.getLogger(__name__)
@@ -144,9 +143,9 @@ class Ingestor:
 
     def __init__(self, settings: LucySettings, source: str, stream: str, *, realtime: bool = False,
                  on_commit: Callable[[FrameStore, IngestStats], None] | None = None,
-                 holder: Holder | None = None, frames: FrameStores | None = None) -> None:
+                 holder: Holder | None = None, frames: FrameStores) -> None:
         self.settings = settings
-        self.frames = frames if frames is not None else open_frames(settings)
+        self.frames = frames
         self.spec = source
         self.stream = stream
         self.holder = holder  # who the stream's writer lock names (default: this process)

@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, TypeVar
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import FrameStore, FrameStores
-from lucy.ingest.zarr_store import open_frames
 from lucy.metrics.stats import RetentionStats
 
 if TYPE_CHECKING:
@@ -90,11 +89,11 @@ class RetentionMaintainer:
     process that deletes frames or writes the streams' retention records."""
 
     def __init__(self, settings: LucySettings, *, settings_for: Callable[[str], LucySettings] | None = None,
-                 stats: RetentionStats | None = None, frames: FrameStores | None = None,
+                 stats: RetentionStats | None = None, frames: FrameStores,
                  streams: Callable[[], Iterable[str]] | None = None, memory: MemoryStore | None = None) -> None:
         self.settings = settings
         self.data = Path(settings.data)
-        self.frames = frames if frames is not None else open_frames(settings)
+        self.frames = frames
         self.settings_for = settings_for or (lambda _name: settings)
         self.streams = streams
         self.memory = memory

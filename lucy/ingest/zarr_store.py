@@ -52,7 +52,6 @@ import zarr
 import zarr.errors
 from zarr.codecs import BytesCodec, ZstdCodec
 
-from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.codecs import JpegCodec, JpegXlCodec
 from lucy.ingest.frames import (
@@ -880,22 +879,3 @@ class ZarrFrameStores(FrameStores):
     def delete(self, name: str) -> bool:
         return self.root.delete(check_stream_name(name))
 
-
-def open_frames(settings: LucySettings) -> FrameStores:
-    """The frame stores ``settings.frames`` names: ``<data>/frames.zarr`` (backend ``local``), or a prefix of an S3
-    bucket (backend ``s3``), catalogued in PostgreSQL on a cluster (``cluster.address``; see
-    :mod:`lucy.cluster.frames`). Nothing is created until a stream is."""
-    frames = settings.frames
-    if frames.backend == "local":
-        return ZarrFrameStores(settings.data)
-    r = settings.retention
-    if r.full_seconds or r.keep_seconds or r.max_bytes:
-        raise StoreError("retention (retention.full_seconds, keep_seconds, max_bytes) is not supported with "
-                         "frames.backend = 's3' yet: set them to 0 and use the bucket's lifecycle rules")
-    if settings.cluster.enabled:
-        from lucy.cluster.frames import open_cluster_frames
-
-        return open_cluster_frames(settings)
-    from lucy.ingest.object_store import S3Root  # obstore is imported only when used
-
-    return ZarrFrameStores(S3Root.from_settings(frames))

@@ -44,7 +44,6 @@ from lucy.config import Level, LucySettings
 from lucy.errors import StoreError, is_disk_full
 from lucy.ingest.frames import Clip, FrameStore, FrameStores, StreamInfo, check_stream_name
 from lucy.ingest.pipeline import IngestStats
-from lucy.ingest.zarr_store import open_frames
 from lucy.memory.captioners.base import Captioner, CaptionerError
 from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
@@ -195,11 +194,11 @@ class CoarseBuilder:
 
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
-                 poll_seconds: float = 2.0, frames: FrameStores | None = None,
+                 poll_seconds: float = 2.0, frames: FrameStores,
                  listeners: Sequence[SpanListener] = ()) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
-        self.frame_stores = frames if frames is not None else open_frames(settings)
+        self.frame_stores = frames
         self.memory = memory
         self.captioner = captioner
         self.instruction = instruction or settings.captioner.coarse_instruction

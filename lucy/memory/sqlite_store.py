@@ -645,17 +645,3 @@ class _WriteTransaction:
         else:
             self.db.execute("ROLLBACK")
 
-
-def open_memory(settings: LucySettings) -> MemoryStore:
-    """The memory store that config names (this data directory's SQLite file by default; see
-    :mod:`lucy.memory.stores`, where the backend is picked)."""
-    from lucy.memory import stores
-
-    return stores.open_memory(settings)
-
-
-def open_existing_memory(settings: LucySettings) -> MemoryStore | None:
-    """The memory store that config names, or None if it holds nothing yet (reading never creates one)."""
-    from lucy.memory import stores
-
-    return stores.open_existing_memory(settings)

@@ -26,8 +26,7 @@ async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStor
     does ``memory``. Safe while another process ingests the same stream: the frame store is opened read-only and
     the memory store takes one short write transaction per node.
     """
-    from lucy.ingest import open_frames
-    from lucy.memory.sqlite_store import open_memory
+    from lucy.wiring import open_frames, open_memory
 
     frames = open_frames(settings).open(stream)
     own_memory, own_backends = memory is None, backends is None

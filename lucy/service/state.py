@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
-from lucy.ingest import FrameStore, FrameStores, open_frames
+from lucy.ingest import FrameStore, FrameStores
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
 from lucy.metrics import MetricsExporter
@@ -26,6 +26,7 @@ from lucy.service.errors import NotFound
 from lucy.service.events import EventBus, NodeAnnouncer
 from lucy.service.questions import QuestionService
 from lucy.service.streams import StreamManager
+from lucy.wiring import open_frames
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> 
     """The service of ``settings.data``: its stores (``memory`` if given), the stream manager, the questions and
     the memory search. Every node stored through the memory store is announced on the event bus (MQTT, the
     dashboard)."""
-    from lucy.memory.sqlite_store import open_memory
+    from lucy.wiring import open_memory
 
     bus = EventBus()
     frames = open_frames(settings)

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from lucy.config import CAPTIONER_BACKENDS, PRESETS, LucySettings
 from lucy.config.settings import RetentionSettings
 from lucy.errors import SourceError, StoreError
-from lucy.ingest import FrameStores, check_stream_name, open_frames
+from lucy.ingest import FrameStores, check_stream_name
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
 from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, split_source_url
@@ -300,10 +300,10 @@ class StreamManager:
     stream_type: type[ManagedStream] = ManagedStream
 
     def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
-                 frames: FrameStores | None = None) -> None:
+                 frames: FrameStores) -> None:
         self.settings = settings
         self.memory = memory
-        self.frames = frames if frames is not None else open_frames(settings)
+        self.frames = frames
         self.bus = bus
         self.registry = StreamRegistry(settings.data)
         self._lock = threading.Lock()

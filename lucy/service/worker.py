@@ -138,15 +138,15 @@ class StreamRun(RecorderObserver):
             for message in then:
                 self.pipe.send(message)
 
-    def open_stores(self) -> tuple[MemoryStore, FrameStores | None]:
+    def open_stores(self) -> tuple[MemoryStore, FrameStores]:
         """The memory store the run writes (closed when it ends; each node it stores is announced to the server)
-        and its frame stores (None: the settings' own)."""
-        from lucy.memory.stores import open_memory
+        and its frame stores: the worker process's own, opened once (it is a composition root of its own)."""
         from lucy.service.events import NodeAnnouncer
+        from lucy.wiring import open_frames, open_memory
 
         memory = open_memory(self.settings)
         memory.add_observer(NodeAnnouncer(self.pipe))
-        return memory, None
+        return memory, open_frames(self.settings)
 
     def holder(self) -> Holder:
         """Whom the stream's writer lock names: the server (the process to stop), not this worker (which the

@@ -16,10 +16,11 @@ from lucy.config import LucySettings, load_settings
 from lucy.errors import StoreError
 from lucy.ingest import FrameStore, Ingestor, IngestStats
 from lucy.ingest.frames import AUDIO_RATE, Gap, pick_rate
-from lucy.ingest.zarr_store import ZarrFrameStore, open_frames
+from lucy.ingest.zarr_store import ZarrFrameStore
 from lucy.memory.postgres_store import PostgresMemoryStore
 from lucy.synth import Overlay, write_video
 from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, Weed
+from lucy.wiring import open_frames
 
 H, W = 24, 32
 SOURCE = "rtsp://user:pw@cam.example/live?token=abc"
@@ -193,7 +194,8 @@ def video(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_ingest_resumed_by_a_new_owner_continues_after_the_last_committed_frame(tmp_path, db, weed, video):
     settings = cluster_settings(tmp_path, weed, commit_every_frames=2)
-    reference = Ingestor(load_settings(data=tmp_path / "local"), str(video), "cam").run()
+    reference = Ingestor(load_settings(data=tmp_path / "local"), str(video), "cam",
+                         frames=open_frames(load_settings(data=tmp_path / "local"))).run()
     leases = Leases(db, ttl_seconds=60)
     first = leases.acquire("cam", "owner-a")
     assert first is not None

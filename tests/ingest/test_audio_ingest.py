@@ -19,6 +19,7 @@ from lucy.config import load_settings
 from lucy.ingest import AUDIO_RATE, AudioClip, Ingestor, ZarrFrameStore
 from lucy.synth import Speech, speech_track, spoken_spans, write_audio, write_video
 from lucy.synth.speech import espeak_available
+from lucy.wiring import open_frames
 
 pytestmark = pytest.mark.skipif(not espeak_available(), reason="espeak-ng is not installed (Debian: espeak-ng)")
 
@@ -47,6 +48,7 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def ingest(settings, source: Path, stream: str = "s", **kwargs):
+    kwargs.setdefault("frames", open_frames(settings))
     return Ingestor(settings, str(source), stream, **kwargs).run()
 
 
@@ -94,7 +96,7 @@ def test_speech_is_stored_at_the_media_times_it_was_said(settings, media):
 
 
 def test_progress_counts_stored_sound(settings, media):
-    ingestor = Ingestor(settings, str(media["talk"]), "s")
+    ingestor = Ingestor(settings, str(media["talk"]), "s", frames=open_frames(settings))
     ingestor.run()
     progress = ingestor.stats.snapshot()
     assert progress.audio_seconds == pytest.approx(progress.audio_until, abs=1e-3) and progress.audio_until > 13.9
@@ -105,7 +107,7 @@ def test_resume_continues_the_sound_without_overlap(settings, media, tmp_path):
     ingest(reference, media["long"])
     expected = ZarrFrameStore.open(reference.data, "s").read_audio(0.0, 100.0)
 
-    ingestor = Ingestor(settings, str(media["long"]), "s")
+    ingestor = Ingestor(settings, str(media["long"]), "s", frames=open_frames(settings))
     ingestor.on_commit = lambda store, stats: stats.audio_until >= 10.0 and ingestor.stop()
     first = ingestor.run()
     stopped_at = ZarrFrameStore.open(settings.data, "s").audio_until()

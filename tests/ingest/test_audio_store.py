@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from lucy.config import load_settings
-from lucy.ingest import AUDIO_RATE, AudioClip, FrameStores, open_frames
+from lucy.ingest import AUDIO_RATE, AudioClip, FrameStores
+from lucy.wiring import open_frames
 
 SR = AUDIO_RATE
 

@@ -16,6 +16,7 @@ import pytest
 from lucy.config import load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.synth import Overlay, write_video
+from lucy.wiring import open_frames
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,7 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def ingest(settings, source: Path, stream: str = "s", **kwargs):
+    kwargs.setdefault("frames", open_frames(settings))
     return Ingestor(settings, str(source), stream, **kwargs).run()
 
 
@@ -80,7 +82,7 @@ def test_resume_continues_without_duplicates(settings, videos, tmp_path):
     ingest(reference, videos["long"])
     expected = ZarrFrameStore.open(reference.data, "s").times()
 
-    ingestor = Ingestor(settings, str(videos["long"]), "s")
+    ingestor = Ingestor(settings, str(videos["long"]), "s", frames=open_frames(settings))
     ingestor.on_commit = lambda store, stats: stats.committed >= 30 and ingestor.stop()
     first = ingestor.run()
     assert 30 <= first.frames < len(expected) and not first.complete

@@ -14,10 +14,11 @@ import pytest
 
 from lucy.config import LucySettings, load_settings
 from lucy.errors import StoreError
-from lucy.ingest import FrameStore, Ingestor, IngestStats, open_frames
+from lucy.ingest import FrameStore, Ingestor, IngestStats
 from lucy.synth import Overlay, write_video
 from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY, Weed
 from lucy.testing.waiting import free_port
+from lucy.wiring import open_frames
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,8 @@ def s3_settings(tmp_path: Path, weed: Weed, **frames: Any) -> LucySettings:
 def test_ingest_into_s3_reads_back_like_the_local_store(tmp_path, weed, video):
     s3 = s3_settings(tmp_path, weed)
     local = load_settings(data=tmp_path / "local")
-    result = Ingestor(s3, str(video), "cam").run()
-    reference = Ingestor(local, str(video), "cam").run()
+    result = Ingestor(s3, str(video), "cam", frames=open_frames(s3)).run()
+    reference = Ingestor(local, str(video), "cam", frames=open_frames(local)).run()
     assert result.complete and result.frames == reference.frames == 16  # 8 s at the finest level's 2 fps
 
     frames = open_frames(s3)  # a new catalogue: everything comes from the bucket
@@ -57,7 +58,7 @@ def test_ingest_into_s3_reads_back_like_the_local_store(tmp_path, weed, video):
     sparse = store.read(2, 6, fps=0.5)
     np.testing.assert_array_equal(sparse.times, ref.read(2, 6, fps=0.5).times)
 
-    again = Ingestor(s3, str(video), "cam").run()  # resumed: nothing new, nothing doubled
+    again = Ingestor(s3, str(video), "cam", frames=open_frames(s3)).run()  # resumed: nothing new, nothing doubled
     assert again.new_frames == 0 and frames.open("cam").committed() == 16
     with pytest.raises(StoreError, match="already exists"):
         frames.create("cam", source=str(video), live=False, width=160, height=96, stored_fps=2.0, codec="jpeg",
@@ -78,7 +79,7 @@ def test_a_reader_elsewhere_sees_committed_frames_while_ingest_goes_on(tmp_path,
 
     def ingest() -> None:
         try:
-            Ingestor(settings, str(video), "cam", realtime=True).run()
+            Ingestor(settings, str(video), "cam", realtime=True, frames=open_frames(settings)).run()
         except BaseException as err:  # noqa: BLE001  (handed to the test's thread)
             errors.append(err)
 
@@ -105,7 +106,8 @@ def test_a_reader_elsewhere_sees_committed_frames_while_ingest_goes_on(tmp_path,
 
 def test_object_store_down_mid_ingest_is_ridden_over_without_losing_a_frame(tmp_path, weed, video):
     settings = s3_settings(tmp_path, weed)
-    reference = Ingestor(load_settings(data=tmp_path / "local"), str(video), "cam").run()
+    reference = Ingestor(load_settings(data=tmp_path / "local"), str(video), "cam",
+                         frames=open_frames(load_settings(data=tmp_path / "local"))).run()
     down = threading.Event()
     back: list[float] = []
     commits_after: list[float] = []
@@ -125,7 +127,8 @@ def test_object_store_down_mid_ingest_is_ridden_over_without_losing_a_frame(tmp_
             restarter.start()
 
     try:
-        result = Ingestor(settings, str(video), "cam", realtime=True, on_commit=on_commit).run()
+        result = Ingestor(settings, str(video), "cam", realtime=True, on_commit=on_commit,
+                          frames=open_frames(settings)).run()
     finally:  # the server is up again for the next test, never started behind the session's back
         if restarter.is_alive():
             restarter.join()
@@ -143,7 +146,8 @@ def test_object_store_down_mid_ingest_is_ridden_over_without_losing_a_frame(tmp_
 def test_an_outage_longer_than_the_retries_is_one_clear_error_and_the_resume_loses_nothing(tmp_path, weed, video):
     settings = s3_settings(tmp_path, weed, s3_retry_seconds=1.0)
     reference = open_frames(load_settings(data=tmp_path / "local"))
-    Ingestor(load_settings(data=tmp_path / "local"), str(video), "cam").run()
+    Ingestor(load_settings(data=tmp_path / "local"), str(video), "cam",
+             frames=open_frames(load_settings(data=tmp_path / "local"))).run()
 
     def on_commit(store: FrameStore, stats: IngestStats) -> None:
         if stats.committed >= 4 and weed.proc is not None:
@@ -151,7 +155,8 @@ def test_an_outage_longer_than_the_retries_is_one_clear_error_and_the_resume_los
 
     try:
         with pytest.raises(StoreError, match="cannot be reached") as caught:
-            Ingestor(settings, str(video), "cam", realtime=True, on_commit=on_commit).run()
+            Ingestor(settings, str(video), "cam", realtime=True, on_commit=on_commit,
+                     frames=open_frames(settings)).run()
         assert "\n" not in str(caught.value) and SECRET_KEY not in str(caught.value)
     finally:
         weed.start()
@@ -160,7 +165,8 @@ def test_an_outage_longer_than_the_retries_is_one_clear_error_and_the_resume_los
     frames = open_frames(settings)
     kept = frames.open("cam").committed()
     assert 4 <= kept < 16  # what was committed before the outage stays; nothing half-written shows
-    result = Ingestor(settings, str(video), "cam").run()  # the next run resumes after the last committed frame
+    result = Ingestor(settings, str(video), "cam",
+                      frames=open_frames(settings)).run()  # the next run resumes after the last committed frame
     assert result.complete and result.new_frames == 16 - kept
     store = frames.open("cam")
     np.testing.assert_array_equal(store.times(), reference.open("cam").times())
@@ -171,7 +177,7 @@ def test_wrong_credentials_give_one_clear_error_without_the_secret(tmp_path, wee
     wrong = "wrong-s3cret-do-not-show"
     settings = s3_settings(tmp_path, weed, s3_secret_access_key=wrong)
     with pytest.raises(StoreError) as caught:
-        Ingestor(settings, str(video), "cam").run()
+        Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run()
     message = str(caught.value)
     assert "refused the credentials" in message and settings.frames.s3_url in message
     assert wrong not in message and SECRET_KEY not in message and "\n" not in message
@@ -184,7 +190,7 @@ def test_unreachable_endpoint_gives_one_clear_error_soon(tmp_path, weed, video):
     settings = s3_settings(tmp_path, weed, s3_endpoint=f"http://127.0.0.1:{port}", s3_retry_seconds=1.0)
     started = time.monotonic()
     with pytest.raises(StoreError) as caught:
-        Ingestor(settings, str(video), "cam").run()
+        Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run()
     message = str(caught.value)
     assert "cannot be reached" in message and f"127.0.0.1:{port}" in message and SECRET_KEY not in message
     assert time.monotonic() - started < 15

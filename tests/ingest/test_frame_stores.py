@@ -10,8 +10,9 @@ import pytest
 
 from lucy.config import load_settings
 from lucy.errors import StoreError
-from lucy.ingest import FrameStores, Gap, open_frames
+from lucy.ingest import FrameStores, Gap
 from lucy.ingest.zarr_store import frames_root
+from lucy.wiring import open_frames
 
 SECRET_SOURCE = "rtsp://admin:pw-s3cret@10.0.0.9:554/cam?token=abc123"
 

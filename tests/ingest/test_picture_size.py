@@ -18,6 +18,7 @@ from lucy.ingest import Ingestor, list_streams, open_source
 from lucy.ingest.source import check_picture_size
 from lucy.ingest.zarr_store import frames_root
 from lucy.synth import write_video
+from lucy.wiring import open_frames
 
 
 def write_png(path: Path, width: int, height: int) -> Path:
@@ -45,7 +46,7 @@ def test_huge_image_is_refused_before_decoding(big_png, settings):
     message = str(refused.value)
     assert "12000x12000" in message and "ingest.max_source_pixels (40,000,000)" in message, message
     with pytest.raises(SourceError, match="max_source_pixels"):
-        Ingestor(settings, str(big_png), "big").run()
+        Ingestor(settings, str(big_png), "big", frames=open_frames(settings)).run()
     assert list_streams(settings.data) == []
 
 
@@ -77,12 +78,12 @@ def test_limit_applies_to_video_files_too(tmp_path):
     with pytest.raises(SourceError, match=r"320x240 = 76,800 pixels, more than ingest.max_source_pixels \(76,799\)"):
         open_source(str(video), small.ingest)
     enough = load_settings(data=tmp_path / "data", **{"ingest.max_source_pixels": 320 * 240})
-    assert Ingestor(enough, str(video), "v").run().complete
+    assert Ingestor(enough, str(video), "v", frames=open_frames(enough)).run().complete
 
 
 def test_image_under_the_limit_is_ingested(tmp_path, settings):
     png = write_png(tmp_path / "small.png", 640, 480)
-    result = Ingestor(settings, str(png), "still").run()
+    result = Ingestor(settings, str(png), "still", frames=open_frames(settings)).run()
     assert result.frames == 1 and result.lost is None
 
 
@@ -120,6 +121,6 @@ def test_huge_pictures_a_container_declares_are_refused(big_mjpeg, settings):
     with pytest.raises(SourceError, match="12000x12000"):
         check_picture_size(str(big_mjpeg), settings.ingest)
     with pytest.raises(SourceError, match="max_source_pixels"):
-        Ingestor(settings, str(big_mjpeg), "big").run()
+        Ingestor(settings, str(big_mjpeg), "big", frames=open_frames(settings)).run()
     assert list_streams(settings.data) == [] and not (frames_root(settings.data) / "big").exists()
     check_picture_size(str(write_video(big_mjpeg.parent / "v.mp4", duration=1, fps=5)), settings.ingest)  # fine

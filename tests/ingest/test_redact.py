@@ -17,6 +17,7 @@ from lucy.ingest.source import source_identity, source_matches, split_source_url
 from lucy.ingest.zarr_store import frames_root
 from lucy.redaction import redact_source, redact_url, redacting_handler
 from lucy.synth import write_video
+from lucy.wiring import open_frames
 
 
 @pytest.mark.parametrize(("url", "shown"), [
@@ -79,24 +80,25 @@ def http_base(tmp_path):
 
 def test_frame_store_keeps_no_secret(settings, http_base) -> None:
     url = f"{http_base}/v.mkv?token=s3cret-token&quality=hd"
-    assert Ingestor(settings, url, "cam").run().complete
+    assert Ingestor(settings, url, "cam", frames=open_frames(settings)).run().complete
     zarr_json = frames_root(settings.data) / "cam" / "zarr.json"
     attrs = json.loads(zarr_json.read_text())["attributes"]
     assert "s3cret" not in zarr_json.read_text()
     assert attrs["source"] == f"{http_base}/v.mkv?token=***&quality=hd"
     assert attrs["source_id"].startswith("pbkdf2-sha256:")
 
-    assert Ingestor(settings, url, "cam").run().new_frames == 0  # the same source resumes (nothing left to read)
+    resumed = Ingestor(settings, url, "cam", frames=open_frames(settings)).run()
+    assert resumed.new_frames == 0  # the same source resumes (nothing left to read)
     with pytest.raises(StoreError, match="already holds another source"):
-        Ingestor(settings, url.replace("s3cret", "other"), "cam").run()
+        Ingestor(settings, url.replace("s3cret", "other"), "cam", frames=open_frames(settings)).run()
 
     # A store of the earlier format (the identity in clear) still resumes, and still refuses another source.
     doc = json.loads(zarr_json.read_text())
     doc["attributes"]["source_id"] = source_identity(url)[1]
     zarr_json.write_text(json.dumps(doc))
-    assert Ingestor(settings, url, "cam").run().new_frames == 0
+    assert Ingestor(settings, url, "cam", frames=open_frames(settings)).run().new_frames == 0
     with pytest.raises(StoreError, match="already holds another source"):
-        Ingestor(settings, url.replace("s3cret", "other"), "cam").run()
+        Ingestor(settings, url.replace("s3cret", "other"), "cam", frames=open_frames(settings)).run()
     assert ZarrFrameStore.open(settings.data, "cam").info().frames == 4
 
 

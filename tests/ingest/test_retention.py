@@ -26,6 +26,7 @@ from lucy.metrics import MetricsExporter
 from lucy.query import QueryConfig, QueryEngine
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.synth import PALETTE, Scene, write_video
+from lucy.wiring import open_frames
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def ingest(settings: LucySettings, source: Path, stream: str) -> ZarrFrameStore:
-    result = Ingestor(settings, str(source), stream).run()
+    result = Ingestor(settings, str(source), stream, frames=open_frames(settings)).run()
     assert result.complete and result.frames > 0
     return ZarrFrameStore.open(settings.data, stream)
 
@@ -171,13 +172,13 @@ def test_retention_beside_a_running_writer(tmp_path, videos):
     """The maintainer deletes while the writer appends: no chunk both write, every kept frame stays readable."""
     settings = load_settings(data=tmp_path / "data", **{"retention.full_seconds": 5.0, "retention.keep_seconds": 12.0,
                                                        "retention.min_free_bytes": 0})
-    maintainer = RetentionMaintainer(settings)
+    maintainer = RetentionMaintainer(settings, frames=open_frames(settings))
     done = threading.Event()
     result: list[object] = []
 
     def write() -> None:
         try:
-            result.append(Ingestor(settings, str(videos["long"]), "w").run())
+            result.append(Ingestor(settings, str(videos["long"]), "w", frames=open_frames(settings)).run())
         finally:
             done.set()
 
@@ -211,7 +212,8 @@ def test_age_rules_follow_the_newest_frame_and_per_stream_settings(tmp_path, vid
     ingest(settings, videos["short"], "a")
     ingest(settings, videos["other"], "b")
     own = settings.model_copy(update={"retention": settings.retention.model_copy(update={"keep_seconds": 0.0})})
-    maintainer = RetentionMaintainer(settings, settings_for=lambda name: own if name == "b" else settings)
+    maintainer = RetentionMaintainer(settings, settings_for=lambda name: own if name == "b" else settings,
+                                     frames=open_frames(settings))
     report = maintainer.run_once()
     a, b = (ZarrFrameStore.open(settings.data, n).info() for n in ("a", "b"))
     assert (a.expired_before, a.thinned_before) == (19.5, 29.5)  # newest frame at 39.5 s
@@ -231,7 +233,7 @@ def test_guard_keeps_frame_bytes_under_max_bytes_oldest_first(tmp_path, videos):
     sizes = {n: ZarrFrameStore.open(settings.data, n).stored_bytes() for n in ("old", "new")}
     bound = int(0.7 * sum(sizes.values()))
     settings = settings.model_copy(update={"retention": settings.retention.model_copy(update={"max_bytes": bound})})
-    maintainer = RetentionMaintainer(settings)
+    maintainer = RetentionMaintainer(settings, frames=open_frames(settings))
     exporter = MetricsExporter()
     exporter.retention = maintainer.stats
     report = maintainer.run_once()
@@ -268,7 +270,7 @@ def test_default_floor_on_a_small_disk_deletes_nothing_and_says_so(tmp_path, vid
     settings = load_settings(data=tmp_path / "data")  # the defaults: a 1 GiB floor
     ingest(settings, videos["short"], "cam")
     _small_disk(monkeypatch, total=100_000_000, free=91_000_000)  # a 100 MB volume, 9 % used
-    maintainer = RetentionMaintainer(settings)
+    maintainer = RetentionMaintainer(settings, frames=open_frames(settings))
     with caplog.at_level("WARNING", logger="lucy.ingest.retention"):
         report = maintainer.run_once()
         maintainer.run_once()
@@ -290,7 +292,7 @@ def test_only_the_streams_named_are_maintained(tmp_path, videos):
     ingest(settings, videos["short"], "served")
     ingest(settings, videos["other"], "ingested")  # as by `lucy ingest`: not in the server's stream list
     before = ZarrFrameStore.open(settings.data, "ingested").stored_bytes()
-    report = RetentionMaintainer(settings, streams=lambda: {"served", "gone"}).run_once()
+    report = RetentionMaintainer(settings, streams=lambda: {"served", "gone"}, frames=open_frames(settings)).run_once()
     served, ingested = (ZarrFrameStore.open(settings.data, n) for n in ("served", "ingested"))
     assert served.available_from() > 0 and report.freed_bytes > 0
     assert set(report.stored) == {"served"} and {s for s, _ in report.freed} == {"served"}
@@ -307,7 +309,8 @@ def test_frames_not_yet_captioned_are_kept(tmp_path, videos):
     memory = SQLiteMemoryStore.for_data(settings)
     try:
         raw = settings.model_copy(update={"captioner": settings.captioner.model_copy(update={"backend": "none"})})
-        maintainer = RetentionMaintainer(settings, memory=memory, settings_for=lambda n: raw if n == "raw" else settings)
+        maintainer = RetentionMaintainer(settings, memory=memory, settings_for=lambda n: raw if n == "raw" else settings,
+                                         frames=open_frames(settings))
         report = maintainer.run_once()
         store = ZarrFrameStore.open(settings.data, "cam")
         assert report.kept_from["cam"] == 0.0 and report.over_bound
@@ -411,7 +414,7 @@ def test_the_builder_says_when_frames_expired_before_they_were_captioned(tmp_pat
     store.drop_before(120.0)  # the builder fell behind retention
     memory = SQLiteMemoryStore.for_data(settings)
     captioner = CountingCaptioner()
-    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
         assert builder.drain(timeout=60)
     texts = {(n.start, n.end): n.text for n in memory.nodes("cam", level="coarse")}
     memory.close()

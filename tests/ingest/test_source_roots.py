@@ -23,6 +23,7 @@ from lucy.service.errors import InvalidRequest
 from lucy.service.events import EventBus
 from lucy.service.streams import StreamManager
 from lucy.synth import write_video
+from lucy.wiring import open_frames
 
 SECONDS, FPS = 3.0, 10  # each generated clip: 3 s, so 6 frames at the default 2 fps
 
@@ -98,14 +99,14 @@ def test_ingest_refuses_what_points_outside_the_roots(tmp_path, tree, name, entr
     message = str(refused.value)
     assert entry in message and ("outside the directories" in message or "a URL" in message), message
     with pytest.raises(SourceError):  # the ingest takes the roots from the settings, as a stream worker does
-        Ingestor(settings, path, "s").run()
+        Ingestor(settings, path, "s", frames=open_frames(settings)).run()
     assert list_streams(settings.data) == []
 
 
 @pytest.mark.parametrize(("name", "entry"), OUTSIDE)
 def test_api_check_refuses_what_points_outside_the_roots(tmp_path, tree, name, entry):
     settings = _settings(tmp_path, [tree["root"]])
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
     with pytest.raises(InvalidRequest) as refused:
         manager.check_source(str(tree["root"] / name))
     assert entry in str(refused.value)
@@ -114,9 +115,9 @@ def test_api_check_refuses_what_points_outside_the_roots(tmp_path, tree, name, e
 @pytest.mark.parametrize("name", ["inside.m3u8", "inside.ffconcat"])
 def test_lists_that_stay_inside_are_ingested(tmp_path, tree, name):
     settings = _settings(tmp_path, [tree["root"]])
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
     source = manager.check_source(str(tree["root"] / name))
-    result = Ingestor(settings, source, "s").run()
+    result = Ingestor(settings, source, "s", frames=open_frames(settings)).run()
     assert result.complete and result.lost is None
     assert result.frames == ZarrFrameStore.open(settings.data, "s").info().frames == 2 * SECONDS * 2  # two clips
 
@@ -128,12 +129,12 @@ def test_a_list_changed_after_the_api_check_is_refused_when_opened(tmp_path, tre
     playlist = root / "list.ffconcat"
     playlist.write_text("ffconcat version 1.0\nfile clip.mp4\n")
     settings = _settings(tmp_path, [root])
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
     source = manager.check_source(str(playlist))  # accepted
     os.symlink(tree["outside"] / "clip.mp4", root / "swapped.mp4")
     playlist.write_text("ffconcat version 1.0\nfile swapped.mp4\n")  # ... then changed before the worker opens it
     with pytest.raises(SourceError, match="swapped.mp4"):
-        Ingestor(settings, source, "s").run()
+        Ingestor(settings, source, "s", frames=open_frames(settings)).run()
     assert list_streams(settings.data) == []
 
 

@@ -18,6 +18,7 @@ from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.ingest.lock import FileLock, Holder, LockHeld, probe, read_holder, serve_lock, stream_lock
 from lucy.synth import write_video
 from lucy.testing.waiting import stop_process, wait_for
+from lucy.wiring import open_frames
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +61,9 @@ def test_an_ingestor_is_refused_while_another_writes(tmp_path: Path, video: Path
     with (FileLock(stream_lock(settings.data, "cam").path, "stream 'cam'",
                    holder=Holder.this_process("lucy serve", pid=99)),
           pytest.raises(LockHeld, match=r"being written by pid 99 \(lucy serve\)")):
-        Ingestor(settings, str(video), "cam").run()
+        Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run()
     assert not (settings.data / "frames.zarr" / "cam").exists()  # refused before creating the store
-    assert Ingestor(settings, str(video), "cam").run().complete
+    assert Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run().complete
 
 
 def _ingest(data: Path, video: Path, *args: str) -> subprocess.Popen[str]:

@@ -16,6 +16,7 @@ import pytest
 from lucy.ingest import AUDIO_RATE, AudioClip, Ingestor, ZarrFrameStore
 from lucy.synth import Speech, speech_track, spoken_spans, write_video
 from lucy.synth.speech import espeak_available
+from lucy.wiring import open_frames
 
 SPEECH = [Speech(2.0, "The train to Boston leaves from gate seven."),
           Speech(8.0, "Please keep your bags with you at all times.")]
@@ -36,7 +37,7 @@ def voiced(clip: AudioClip, window: float = 0.05, level: float = 0.01) -> np.nda
 
 def run_for(live, settings, url: str, stream: str, seconds: float) -> object:
     """Ingest ``url`` for about ``seconds`` after its first commit, then stop."""
-    ingestor = Ingestor(settings, url, stream)
+    ingestor = Ingestor(settings, url, stream, frames=open_frames(settings))
     run = live.background(ingestor.run, "ingest")
     live.wait_for(lambda: ingestor.stats.committed >= 1, 60, "the first frames")
     time.sleep(seconds)
@@ -64,7 +65,7 @@ def test_rtsp_sound_is_stored_on_the_pictures_clock(tmp_path, rtsp_server_factor
 def test_rtsp_outage_is_a_gap_in_the_sound_too(tmp_path, rtsp_server_factory, live):
     server = rtsp_server_factory(audio="tone")
     settings = live.settings(tmp_path / "data")
-    ingestor = Ingestor(settings, server.url(), "cam")
+    ingestor = Ingestor(settings, server.url(), "cam", frames=open_frames(settings))
     run = live.background(ingestor.run, "ingest")
     live.wait_for(lambda: ingestor.stats.audio_until >= 2.0, 60, "2 s of sound before the outage")
     server.stop()
@@ -96,7 +97,7 @@ def test_speech_served_over_rtsp_keeps_its_timing(tmp_path, rtsp_server_factory,
                         audio=speech_track(SPEECH, 12))
     server = rtsp_server_factory(file=video, audio="file")
     settings = live.settings(tmp_path / "data")
-    ingestor = Ingestor(settings, server.url(), "cam")
+    ingestor = Ingestor(settings, server.url(), "cam", frames=open_frames(settings))
     run = live.background(ingestor.run, "ingest")
     live.wait_for(lambda: ingestor.stats.audio_until >= ingestor.stats.media_start + 11.0
                   if ingestor.stats.media_start is not None else False, 60, "the whole recording")
@@ -144,7 +145,7 @@ def test_hls_vod_with_speech(tmp_path, http_dir, live):
     _ffmpeg("-i", str(video), "-c", "copy", "-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod",
             "-hls_segment_filename", str(folder / "seg%03d.ts"), str(folder / "index.m3u8"))
     settings = live.settings(tmp_path / "data")
-    result = Ingestor(settings, f"{base}/index.m3u8", "vod").run()
+    result = Ingestor(settings, f"{base}/index.m3u8", "vod", frames=open_frames(settings)).run()
     assert result.complete and result.frames == 24
     store = ZarrFrameStore.open(settings.data, "vod")
     assert 11.9 < store.audio_until() < 12.2
@@ -169,7 +170,8 @@ def test_live_hls_with_sound(tmp_path, http_dir, live):
         live.wait_for(lambda: playlist.is_file() and playlist.read_text().count("#EXTINF") >= 3, 60,
                       "the live playlist")
         settings = live.settings(tmp_path / "data")
-        result = live.background(Ingestor(settings, f"{base}/index.m3u8", "hls").run, "ingest").result(90)
+        result = live.background(Ingestor(settings, f"{base}/index.m3u8", "hls",
+                                          frames=open_frames(settings)).run, "ingest").result(90)
         assert encoder.wait(timeout=60) == 0
     finally:
         encoder.kill()

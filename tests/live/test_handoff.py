@@ -13,6 +13,7 @@ import pytest
 
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.synth import write_video
+from lucy.wiring import open_frames
 
 
 class WriterFailed(Exception):
@@ -28,7 +29,7 @@ def test_a_failing_writer_ends_the_run_promptly(tmp_path, live):
         commits.append(stats.committed)
         raise WriterFailed("the writer gives up after its first commit")
 
-    ingestor = Ingestor(settings, str(video), "v", on_commit=on_commit)
+    ingestor = Ingestor(settings, str(video), "v", on_commit=on_commit, frames=open_frames(settings))
     started = time.monotonic()
     with pytest.raises(WriterFailed):
         ingestor.run()

@@ -20,6 +20,7 @@ from lucy.ingest.frames import Gap
 from lucy.ingest.source import FileSource, LiveSource
 from lucy.synth import write_video
 from lucy.synth.video import PALETTE, Scene
+from lucy.wiring import open_frames
 
 pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg command (Debian: ffmpeg)")
 
@@ -91,7 +92,7 @@ def test_hls_vod_playlist_is_ingested_completely(tmp_path, http_dir, live):
     source = open_source(url, settings.ingest)
     assert isinstance(source, FileSource)  # a VOD playlist has a duration: a finite source, not a live one
     source.stop()
-    result = Ingestor(settings, url, "vod").run()
+    result = Ingestor(settings, url, "vod", frames=open_frames(settings)).run()
 
     store = ZarrFrameStore.open(settings.data, "vod")
     info, times = store.info(), store.times()
@@ -147,7 +148,8 @@ def test_live_hls_is_followed_until_the_broadcast_ends(tmp_path, http_dir, live)
         source = open_source(url, settings.ingest)
         assert isinstance(source, LiveSource)  # no duration yet: followed as a live stream
         source.stop()
-        result = live.background(Ingestor(settings, url, "hls").run, "ingest").result(timeout=90)
+        result = live.background(Ingestor(settings, url, "hls",
+                                          frames=open_frames(settings)).run, "ingest").result(timeout=90)
         assert encoder.wait(timeout=60) == 0, encoder.stderr.read() if encoder.stderr else ""
     finally:
         encoder.kill()

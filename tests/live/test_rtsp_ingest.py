@@ -16,6 +16,7 @@ from lucy.ingest.frames import Gap
 from lucy.ingest.source import Frame, LiveSource
 from lucy.synth import write_video
 from lucy.synth.video import PALETTE, Scene
+from lucy.wiring import open_frames
 
 
 def _store_when_created(live, data, name, timeout=60.0) -> ZarrFrameStore:
@@ -29,7 +30,7 @@ def _store_when_created(live, data, name, timeout=60.0) -> ZarrFrameStore:
 
 def test_rtsp_ingest_rate_clock_and_concurrent_reader(tmp_path, rtsp_server, live):
     settings = live.settings(tmp_path / "data")
-    ingestor = Ingestor(settings, rtsp_server.url(), "cam")
+    ingestor = Ingestor(settings, rtsp_server.url(), "cam", frames=open_frames(settings))
     before_run = time.time()
     run = live.background(ingestor.run, "ingest")
 
@@ -72,7 +73,7 @@ def test_rtsp_ingest_rate_clock_and_concurrent_reader(tmp_path, rtsp_server, liv
 
 def test_rtsp_server_restart_reconnects_and_records_the_gap(tmp_path, rtsp_server, live):
     settings = live.settings(tmp_path / "data")
-    ingestor = Ingestor(settings, rtsp_server.url(), "cam")
+    ingestor = Ingestor(settings, rtsp_server.url(), "cam", frames=open_frames(settings))
     run = live.background(ingestor.run, "ingest")
     live.wait_for(lambda: ingestor.stats.committed >= 6, 60, "6 frames before the outage")
 
@@ -188,7 +189,7 @@ def test_rtsp_stream_of_a_file_arrives_intact_and_replays_after_it_ends(tmp_path
                         scenes=[Scene(0, 2, red), Scene(2, 4, blue)])
     server = rtsp_server_factory(file=video)
     settings = live.settings(tmp_path / "data")
-    ingestor = Ingestor(settings, server.url(), "replay")
+    ingestor = Ingestor(settings, server.url(), "replay", frames=open_frames(settings))
     run = live.background(ingestor.run, "ingest")
     live.wait_for(lambda: ingestor.stats.reconnects >= 1 and ingestor.stats.committed >= 12, 90,
                   "the file to end, a reconnect and frames of the replay")
@@ -224,7 +225,7 @@ def test_a_server_that_accepts_but_never_answers_times_out(tmp_path, rtsp_server
 
 def test_giving_up_on_a_dead_stream_keeps_what_was_stored(tmp_path, rtsp_server, live):
     settings = live.settings(tmp_path / "data", reconnect_give_up_seconds=2.0)
-    ingestor = Ingestor(settings, rtsp_server.url(), "cam")
+    ingestor = Ingestor(settings, rtsp_server.url(), "cam", frames=open_frames(settings))
     run = live.background(ingestor.run, "ingest")
     live.wait_for(lambda: ingestor.stats.committed >= 4, 60, "frames before the stream dies")
     rtsp_server.stop()

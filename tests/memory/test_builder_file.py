@@ -16,7 +16,7 @@ from lucy.config import load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
-from lucy.memory.sqlite_store import open_memory
+from lucy.wiring import open_frames, open_memory
 
 SPANS = [(0.0, 60.0), (60.0, 120.0), (120.0, 180.0), (180.0, 240.0), (240.0, 270.0)]
 
@@ -33,7 +33,7 @@ def ingest(settings, video: Path, builder: CoarseBuilder | None, on_commit=None)
         if on_commit is not None:
             on_commit(store, stats)
 
-    return Ingestor(settings, str(video), "cam", on_commit=commit).run()
+    return Ingestor(settings, str(video), "cam", on_commit=commit, frames=open_frames(settings)).run()
 
 
 def hand_store(settings, *, live: bool) -> ZarrFrameStore:
@@ -51,7 +51,7 @@ def test_builder_keeps_up_with_a_file(tmp_path, five_span_video, clip_captioner)
     memory = open_memory(settings)
     captioner = clip_captioner(delay=0.02)
     seen_while_ingesting = []
-    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
         result = ingest(settings, five_span_video, builder,
                         on_commit=lambda store, stats: seen_while_ingesting.append(builder.stats.captioned_until))
         assert result.complete
@@ -84,7 +84,7 @@ def test_dead_captioner_never_stalls_ingest(tmp_path, five_span_video, clip_capt
     captioner = clip_captioner(gate=gate)
     commit_seconds = []
     queue_depths = []
-    builder = CoarseBuilder(settings, "cam", memory, captioner).start()
+    builder = CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)).start()
 
     def timed_commit(store, stats):
         began = time.perf_counter()
@@ -93,7 +93,7 @@ def test_dead_captioner_never_stalls_ingest(tmp_path, five_span_video, clip_capt
         queue_depths.append(builder.stats.queued)
 
     t0 = time.monotonic()
-    result = Ingestor(settings, str(five_span_video), "cam", on_commit=timed_commit).run()
+    result = Ingestor(settings, str(five_span_video), "cam", on_commit=timed_commit, frames=open_frames(settings)).run()
     took = time.monotonic() - t0
     assert result.complete and result.frames == 540
     assert took < baseline * 2 + 2.0  # ingest ran at its own speed
@@ -114,7 +114,7 @@ def test_outage_then_recovery_captions_the_backlog(tmp_path, five_span_video, cl
     memory = open_memory(settings)
     up = threading.Event()  # the captioner is down for the whole ingest, then comes back
     captioner = clip_captioner(delay=0.1, fail=lambda call: not up.is_set())
-    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
         ingest(settings, five_span_video, builder)
         time.sleep(0.6)
         back_at = time.monotonic()
@@ -138,7 +138,7 @@ def test_dead_captioner_gives_up_and_next_run_catches_up(tmp_path, five_span_vid
     memory = open_memory(settings)
     # First run: two captions succeed, then the captioner dies.
     first = clip_captioner(fail=lambda call: call > 2)
-    builder = CoarseBuilder(settings, "cam", memory, first).start()
+    builder = CoarseBuilder(settings, "cam", memory, first, frames=open_frames(settings)).start()
     ingest(settings, five_span_video, builder)
     t0 = time.monotonic()
     assert not builder.drain(give_up_seconds=0.5, timeout=30)
@@ -150,13 +150,13 @@ def test_dead_captioner_gives_up_and_next_run_catches_up(tmp_path, five_span_vid
 
     # Next run (no new frames): only the three missing spans are captioned, from the frame store.
     second = clip_captioner()
-    with CoarseBuilder(settings, "cam", memory, second) as builder:
+    with CoarseBuilder(settings, "cam", memory, second, frames=open_frames(settings)) as builder:
         assert builder.drain(timeout=30)
     assert spans_of(memory) == SPANS
     assert sorted((f // 60) for f, _, _ in second.captions) == [2, 3, 4]
     # A third run has nothing to do.
     third = clip_captioner()
-    with CoarseBuilder(settings, "cam", memory, third) as builder:
+    with CoarseBuilder(settings, "cam", memory, third, frames=open_frames(settings)) as builder:
         assert builder.drain(timeout=30)
         assert builder.stats.closed == len(SPANS) and builder.stats.pending == 0
     assert third.calls == 0 and memory.count("cam") == len(SPANS)
@@ -178,7 +178,7 @@ def test_captioner_timeout_counts_as_failure(tmp_path, five_span_video, clip_cap
             return await super().describe(clip, instruction, level=level)
 
     captioner = HangsTwice()
-    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
         assert builder.drain(timeout=30)
         assert builder.stats.failures == 2 and builder.stats.last_error == "TimeoutError"
     assert spans_of(memory) == SPANS and len(captioner.captions) == len(SPANS)
@@ -196,7 +196,7 @@ def test_live_stream_gap_and_open_span(tmp_path, clip_captioner):
     store.append(frames[:100], times[:100])
     memory = open_memory(settings)
     captioner = clip_captioner()
-    with CoarseBuilder(settings, "cam", memory, captioner, poll_seconds=0.1) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, poll_seconds=0.1, frames=open_frames(settings)) as builder:
         assert builder.drain(timeout=30)
         assert spans_of(memory) == []  # last frame at 49.5 s: [0, 60) is still open
         store.append(frames[100:], times[100:])  # no callback: the builder notices by polling the store
@@ -217,7 +217,7 @@ def test_span_closes_as_soon_as_its_last_slot_is_filled(tmp_path, clip_captioner
     store = hand_store(settings, live=True)
     memory = open_memory(settings)
     captioner = clip_captioner()
-    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
         store.append(np.zeros((119, 64, 64, 3), np.uint8), np.arange(119) * 0.5)  # up to 59.0 s
         builder.on_commit()
         assert builder.drain(timeout=30) and memory.count("cam") == 0
@@ -237,7 +237,7 @@ def test_last_span_reaches_the_media_end_without_a_frameless_sliver(tmp_path, cl
     store = hand_store(settings, live=False)
     memory = open_memory(settings)
     captioner = clip_captioner()
-    with CoarseBuilder(settings, "cam", memory, captioner) as builder:
+    with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
         store.append(np.zeros((240, 64, 64, 3), np.uint8), 0.02 + np.arange(240) * 0.5)
         if captioned_before_the_end:
             builder.on_commit()
@@ -263,7 +263,7 @@ def test_builder_failure_is_raised_to_the_caller(tmp_path, five_span_video, clip
         async def describe(self, clip, instruction, *, level):
             raise ZeroDivisionError("bug in a backend")
 
-    builder = CoarseBuilder(settings, "cam", memory, Broken()).start()
+    builder = CoarseBuilder(settings, "cam", memory, Broken(), frames=open_frames(settings)).start()
     with pytest.raises(ZeroDivisionError, match="bug in a backend"):
         builder.drain(timeout=30)
     builder.stop()
@@ -279,7 +279,7 @@ def test_stop_ends_the_builder_while_every_caption_fails_at_once(tmp_path, five_
     memory = open_memory(settings)
     for _ in range(30):
         captioner = clip_captioner(fail=lambda call: True)
-        builder = CoarseBuilder(settings, "cam", memory, captioner).start()
+        builder = CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)).start()
         while captioner.calls < 20:
             time.sleep(0.001)
         builder.stop(timeout=5)
@@ -333,7 +333,8 @@ def test_span_listeners_see_each_span_once_it_is_captioned(tmp_path, five_span_v
     settings = make_settings(tmp_path)
     memory = open_memory(settings)
     listener = Listener()
-    with CoarseBuilder(settings, "cam", memory, Hearing(), listeners=[listener]) as builder:
+    with CoarseBuilder(settings, "cam", memory, Hearing(), listeners=[listener],
+                       frames=open_frames(settings)) as builder:
         assert ingest(settings, five_span_video, builder).complete
         assert builder.drain(timeout=30)
     assert listener.events[:2] == ["start", ("task", "cam", 0.0)] and listener.events[-2:] == ["aclose", "stop"]
@@ -348,7 +349,8 @@ def test_a_listener_that_fails_fails_the_builder(tmp_path, five_span_video, clip
     settings = make_settings(tmp_path)
     memory = open_memory(settings)
     listener = Listener(fail_on=60.0)
-    builder = CoarseBuilder(settings, "cam", memory, clip_captioner(), listeners=[listener]).start()
+    builder = CoarseBuilder(settings, "cam", memory, clip_captioner(), listeners=[listener],
+                            frames=open_frames(settings)).start()
     try:
         ingest(settings, five_span_video, builder)
         with pytest.raises(RuntimeError, match="a listener's own bug"):

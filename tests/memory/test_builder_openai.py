@@ -10,8 +10,8 @@ from lucy.config import load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.openai import OpenAICaptioner
-from lucy.memory.sqlite_store import open_memory
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+from lucy.wiring import open_frames, open_memory
 
 SPANS = [(0.0, 60.0), (60.0, 120.0), (120.0, 180.0), (180.0, 240.0), (240.0, 270.0)]
 _CLIP = re.compile(r"from (\d+\.\d) s to (\d+\.\d) s")
@@ -43,8 +43,9 @@ def test_server_outage_then_recovery(tmp_path, five_span_video):
             "memory.retry_initial_seconds": 0.05, "memory.retry_max_seconds": 0.3})
         memory = open_memory(settings)
         captioner = OpenAICaptioner(settings.captioner.openai, max_in_flight=3)
-        with CoarseBuilder(settings, "cam", memory, captioner) as builder:
-            result = Ingestor(settings, str(five_span_video), "cam", on_commit=builder.on_commit).run()
+        with CoarseBuilder(settings, "cam", memory, captioner, frames=open_frames(settings)) as builder:
+            result = Ingestor(settings, str(five_span_video), "cam", on_commit=builder.on_commit,
+                              frames=open_frames(settings)).run()
             assert result.complete
             # The whole file is in the frame store; nothing could be captioned.
             assert not builder.drain(give_up_seconds=0.5, timeout=20)

@@ -17,6 +17,7 @@ from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.ingest.frames import Clip
 from lucy.memory.captioners.pixels import COLOURS, PixelsCaptioner, _quote, colour_names, label_components
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.wiring import open_frames
 
 INSTRUCTION = "Describe everything: the colours, counts of objects and all on-screen text."
 
@@ -33,7 +34,7 @@ def store(tmp_path_factory) -> ZarrFrameStore:
                   Overlay(13, 29, "EXIT 7B LEFT", x=0.55, y=0.62, size=0.03)],
         shapes=[Shape(21, 29, PALETTE["green"], count=3, y=0.3)])
     settings = load_settings(data=tmp / "data", preset="live")
-    assert Ingestor(settings, str(video), "cam").run().complete
+    assert Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run().complete
     return ZarrFrameStore.open(settings.data, "cam")
 
 
@@ -220,7 +221,7 @@ def test_coarse_looks_at_each_stage_of_a_brief_appearance(tmp_path: Path, captio
                         overlays=[Overlay(25, 27, "KIOSK 12", x=0.3, y=0.3, size=0.12, box=None)],
                         shapes=[Shape(27, 29, PALETTE["yellow"], count=4, x=0.05, y=0.8, size=0.1)])
     settings = load_settings(data=tmp_path / "data", preset="live")
-    assert Ingestor(settings, str(video), "cam").run().complete
+    assert Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run().complete
     store = ZarrFrameStore.open(settings.data, "cam")
     text = caption(captioner, read_level(store, 0, 60, "coarse"), "coarse").text
     assert '"KIOSK 12" (centre' in text and "4 yellow squares (bottom left, 28.0 s)" in text, text

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from lucy.config import load_settings
-from lucy.memory.sqlite_store import open_memory
 from lucy.metrics import StreamProgress
 from lucy.recorder import Backlog, Outcome, RecorderObserver, StreamRecorder
+from lucy.wiring import open_frames, open_memory
 
 SPANS = [(0.0, 60.0), (60.0, 120.0), (120.0, 180.0), (180.0, 240.0), (240.0, 270.0)]
 
@@ -46,7 +46,8 @@ def test_a_file_is_recorded_and_its_captions_drained(tmp_path, five_span_video, 
     settings = make_settings(tmp_path)
     memory = open_memory(settings)
     captioner, seen = clip_captioner(delay=0.02), Seen()
-    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, captioner, observer=seen)
+    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, captioner, observer=seen,
+                              frames=open_frames(settings))
     ended = recorder.run()
     assert ended.outcome is Outcome.FINISHED and ended.backlog is Backlog.CAUGHT_UP and ended.uncaptioned == 0
     assert ended.ingest.complete and ended.ingest.frames == 540
@@ -68,7 +69,7 @@ def test_the_end_of_a_file_is_told_with_every_span_counted(tmp_path, five_span_v
     memory = open_memory(settings)
     seen = Seen()
     recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, clip_captioner(fail=lambda _: True),
-                              observer=seen, give_up_seconds=0.5)
+                              observer=seen, give_up_seconds=0.5, frames=open_frames(settings))
     ended = recorder.run()
     [end] = seen.ended
     assert end.caption is not None and end.caption.pending == 5 and end.caption.captioned_until == 0.0
@@ -88,7 +89,7 @@ def test_a_stop_during_the_drain_ends_the_recording_as_stopped(tmp_path, five_sp
             recorder.stop()
 
     recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, clip_captioner(gate=never),
-                              observer=StopWhileDraining())
+                              observer=StopWhileDraining(), frames=open_frames(settings))
     began = time.monotonic()
     ended = recorder.run()
     assert time.monotonic() - began < 60
@@ -101,7 +102,7 @@ def test_a_recording_stopped_before_it_runs_stores_nothing(tmp_path, five_span_v
     settings = make_settings(tmp_path)
     memory = open_memory(settings)
     captioner = clip_captioner()
-    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, captioner)
+    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, captioner, frames=open_frames(settings))
     recorder.stop()
     ended = recorder.run()
     assert ended.outcome is Outcome.STOPPED and ended.backlog is None and ended.ingest.new_frames == 0
@@ -112,7 +113,7 @@ def test_a_recording_stopped_before_it_runs_stores_nothing(tmp_path, five_span_v
 def test_without_a_captioner_only_frames_are_recorded(tmp_path, five_span_video):
     settings = make_settings(tmp_path)
     memory = open_memory(settings)
-    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, None)
+    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, None, frames=open_frames(settings))
     ended = recorder.run()
     assert ended.outcome is Outcome.FINISHED and ended.backlog is None and ended.uncaptioned is None
     assert ended.ingest.frames == 540 and recorder.progress().caption is None

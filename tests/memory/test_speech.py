@@ -17,11 +17,10 @@ import numpy as np
 import pytest
 
 from lucy.config import load_settings
-from lucy.ingest import AUDIO_RATE, AudioClip, open_frames
+from lucy.ingest import AUDIO_RATE, AudioClip
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.speech import SpeechWorker
-from lucy.memory.sqlite_store import open_memory
 from lucy.memory.transcribers import (
     SPEECH_LEVEL,
     Transcriber,
@@ -31,6 +30,7 @@ from lucy.memory.transcribers import (
     make_transcriber,
     parse_transcript,
 )
+from lucy.wiring import open_frames, open_memory
 
 SR = AUDIO_RATE
 ANNOUNCEMENT = "Flight 714 now boarding at gate B 12"
@@ -214,7 +214,8 @@ def beep(seconds: float, at: float, total: float) -> np.ndarray:
 def transcribing(settings, captioner, transcriber, memory) -> tuple[CoarseBuilder, SpeechWorker]:
     """A started builder of stream "cam" with a speech listener (as a recording attaches one), and the listener."""
     worker = SpeechWorker(settings, "cam", memory, transcriber)
-    return CoarseBuilder(settings, "cam", memory, captioner, poll_seconds=0.2, listeners=[worker]).start(), worker
+    return CoarseBuilder(settings, "cam", memory, captioner, poll_seconds=0.2, listeners=[worker],
+                         frames=open_frames(settings)).start(), worker
 
 
 def build(settings, captioner, transcriber, memory) -> SpeechWorker:

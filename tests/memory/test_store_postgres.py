@@ -17,14 +17,14 @@ import pytest
 
 from lucy.config import load_settings
 from lucy.errors import StoreError
-from lucy.memory import postgres_store, sqlite_store
+from lucy.memory import postgres_store
 from lucy.memory.embedders import Embedder
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode, question_origin
 from lucy.memory.postgres_store import PostgresMemoryStore, redact_dsn, search_query
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
-from lucy.memory.stores import open_existing_memory, open_memory
+from lucy.wiring import open_existing_memory, open_memory
 from lucy.testing.postgres import PG_PASSWORD  # the server's password, which must never be shown
 from lucy.memory.watches import Alert
 
@@ -602,14 +602,14 @@ def test_config_picks_the_backend(tmp_path, postgres_dsn, monkeypatch):
     settings = load_settings(data=tmp_path / "data")
     assert settings.memory.backend == "sqlite" and open_existing_memory(settings) is None
     store = open_memory(settings)
-    assert isinstance(store, SQLiteMemoryStore) and isinstance(sqlite_store.open_memory(settings), SQLiteMemoryStore)
+    assert isinstance(store, SQLiteMemoryStore)
     store.close()
     monkeypatch.setenv("LUCY_MEMORY__BACKEND", "postgres")
     monkeypatch.setenv("LUCY_MEMORY__POSTGRES_DSN", postgres_dsn)
     settings = load_settings(data=tmp_path / "data")
     assert PG_PASSWORD not in repr(settings.memory) and PG_PASSWORD not in settings.model_dump_json()
     assert open_existing_memory(settings) is None  # reading never creates the tables
-    store = sqlite_store.open_memory(settings)  # the call sites' factory picks PostgreSQL
+    store = open_memory(settings)  # the one factory picks PostgreSQL
     assert isinstance(store, PostgresMemoryStore)
     store.add(coarse(0, 60, "a red van"))
     store.close()

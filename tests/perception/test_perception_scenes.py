@@ -15,6 +15,7 @@ from lucy.memory.captioners.openai import pick_evenly
 from lucy.memory.captioners.pixels import PixelsCaptioner
 from lucy.perception import motion, scenes
 from lucy.synth import PALETTE, Overlay, Scene, write_video
+from lucy.wiring import open_frames
 
 
 def describe(captioner: PixelsCaptioner, clip: Clip, level: Level, instruction: str = "Describe everything."):
@@ -29,7 +30,7 @@ def test_a_10_s_event_between_coarse_keyframes_reaches_the_coarse_caption(tmp_pa
                                 Scene(32, 60, PALETTE["gray"])],
                         overlays=[Overlay(22, 32, "GATE 9 BOARDING", size=0.1, x=0.1, y=0.3)], shapes=[])
     settings = load_settings(data=tmp_path / "data", preset="live")
-    assert Ingestor(settings, str(video), "cam").run().complete
+    assert Ingestor(settings, str(video), "cam", frames=open_frames(settings)).run().complete
     coarse = settings.levels.level(Level.COARSE)
     clip = ZarrFrameStore.open(settings.data, "cam").read(0, 60, coarse.fps)  # what the builder reads
     assert len(clip) == 30

@@ -10,10 +10,10 @@ import pytest
 
 from lucy.config import load_settings
 from lucy.ingest.frames import StreamInfo
-from lucy.memory.sqlite_store import open_memory
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.synth import Speech, speech_track, write_audio
 from lucy.synth.speech import espeak_available
+from lucy.wiring import open_memory
 
 ANNOUNCEMENT = Speech(70.0, "Flight 714 now boarding at gate B 12", voice="en")
 DURATION = 100.0

@@ -16,6 +16,7 @@ from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.factory import open_engine
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.wiring import open_frames
 
 PLATES = ["KX-4281", "KX-4821", "QD-1190", "MV-3375"]
 PLATE_Q = "What plate number was on the van at the HARBOR GATE?"
@@ -45,8 +46,9 @@ def ingested(tmp_path_factory):
     settings = settings_for(root / "data")
     video = needle_video(root / "needle.mp4")
     memory = SQLiteMemoryStore.for_data(settings)
-    builder = CoarseBuilder(settings, "cam", memory, PixelsCaptioner(settings.captioner.pixels)).start()
-    Ingestor(settings, str(video), "cam", on_commit=builder.on_commit).run()
+    builder = CoarseBuilder(settings, "cam", memory, PixelsCaptioner(settings.captioner.pixels),
+                            frames=open_frames(settings)).start()
+    Ingestor(settings, str(video), "cam", on_commit=builder.on_commit, frames=open_frames(settings)).run()
     assert builder.drain(timeout=120)
     builder.stop()
     memory.close()

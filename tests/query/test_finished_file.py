@@ -12,11 +12,12 @@ from lucy.config import load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
-from lucy.memory.sqlite_store import SQLiteMemoryStore, open_memory
+from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.query.factory import open_engine
 from lucy.query.memory_view import coarse_grid
 from lucy.query.reasoners.base import AnswerReply, LocaliseReply, SelectReply
 from lucy.synth import write_video
+from lucy.wiring import open_frames, open_memory
 
 QUESTION = "What happens at the end of the video?"
 
@@ -41,8 +42,10 @@ def test_a_finished_file_needs_no_tail_and_a_repeated_question_no_captions(tmp_p
     video = write_video(tmp_path / "v.mp4", duration=120, fps=3, width=160, height=96)
     settings = load_settings(data=tmp_path / "data", **{"captioner.max_in_flight": 2})
     memory = open_memory(settings)
-    with CoarseBuilder(settings, "cam", memory, fakes.FakeCaptioner(lambda *span: "a street")) as builder:
-        assert Ingestor(settings, str(video), "cam", on_commit=builder.on_commit).run().complete
+    with CoarseBuilder(settings, "cam", memory, fakes.FakeCaptioner(lambda *span: "a street"),
+                       frames=open_frames(settings)) as builder:
+        assert Ingestor(settings, str(video), "cam", on_commit=builder.on_commit,
+                        frames=open_frames(settings)).run().complete
         assert builder.drain(timeout=60)
     ingest_spans = [(n.start, n.end) for n in memory.nodes("cam", level="coarse")]
     assert ingest_spans == [(0.0, 60.0), (60.0, pytest.approx(120.1667, abs=1e-3))]

@@ -13,11 +13,11 @@ from lucy.config import load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.speech import SpeechWorker
-from lucy.memory.sqlite_store import open_memory
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.factory import open_engine
 from lucy.synth import Overlay, Speech, speech_track, spoken_spans, write_video
 from lucy.synth.speech import espeak_available
+from lucy.wiring import open_frames, open_memory
 
 pytestmark = pytest.mark.skipif(not espeak_available(), reason="espeak-ng is not installed")
 
@@ -34,9 +34,11 @@ def ingested(tmp_path_factory):
     settings = load_settings(data=root / "data", **{"captioner.max_in_flight": 1})
     memory = open_memory(settings)
     speech = SpeechWorker(settings, "hall", memory, builder_transcriber(settings))
-    builder = CoarseBuilder(settings, "hall", memory, builder_captioner(settings), listeners=[speech]).start()
+    builder = CoarseBuilder(settings, "hall", memory, builder_captioner(settings), listeners=[speech],
+                            frames=open_frames(settings)).start()
     try:
-        assert Ingestor(settings, str(video), "hall", on_commit=builder.on_commit).run().complete
+        assert Ingestor(settings, str(video), "hall", on_commit=builder.on_commit,
+                        frames=open_frames(settings)).run().complete
         assert builder.drain(timeout=300)
         progress = speech.stats.snapshot()
     finally:

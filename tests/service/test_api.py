@@ -326,10 +326,10 @@ def test_the_dashboards_memory_page_of_a_long_stream_reads_only_its_rows(tmp_pat
     from starlette.testclient import TestClient
 
     from lucy.config import load_settings
-    from lucy.ingest import open_frames
     from lucy.memory import sqlite_store
     from lucy.memory.nodes import MemoryNode
     from lucy.service.app import create_app
+    from lucy.wiring import open_frames
 
     settings = load_settings(data=tmp_path / "data", **{"captioner.backend": "pixels"})
     open_frames(settings).create("long", source="/v.mp4", live=False, width=64, height=64, stored_fps=2.0,

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from lucy.config import load_settings
-from lucy.ingest import open_frames
+from lucy.wiring import open_frames
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.postgres_store import PostgresMemoryStore
 from lucy.synth import Overlay, write_video

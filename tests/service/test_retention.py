@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lucy.config import load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
+from lucy.wiring import open_frames
 from tests.service.conftest import LucyServer, wait_for
 
 
@@ -35,7 +36,8 @@ def test_retention_in_a_running_server(lucy_server, videos, tmp_path) -> None:
     server.wait_captioned("ret")
     server.stop()
     # A stream recorded beside the server (as by `lucy ingest`): not the server's, so retention never touches it.
-    assert Ingestor(load_settings(data=data), str(videos["b"]), "beside").run().complete
+    assert Ingestor(load_settings(data=data), str(videos["b"]), "beside",
+                    frames=open_frames(load_settings(data=data))).run().complete
     beside = ZarrFrameStore.open(data, "beside")
     kept = (len(beside.times()), _chunk_bytes(data, "beside"))
 

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from lucy.config import load_settings
-from lucy.ingest import open_frames
 from lucy.ingest.lock import stream_lock
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.metrics import StreamProgress
@@ -24,6 +23,7 @@ from lucy.service.events import EventBus
 from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit, stored_state
 from lucy.service.registry import StreamSpec
 from lucy.service.streams import ManagedStream, StreamManager
+from lucy.wiring import open_frames
 
 
 @pytest.mark.parametrize("live, complete, lost, writing, expected", [
@@ -58,7 +58,7 @@ def test_streams_written_elsewhere_read_the_same_in_lucy_streams_and_the_api(tmp
     _store(frames, "porch", live=True)
     _store(frames, "clip", live=False, complete=True)
     _store(frames, "half", live=False, complete=False)
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
 
     def cli() -> dict[str, str]:
         done = run_lucy("streams", "--json", "--data", str(settings.data))
@@ -107,7 +107,7 @@ def test_a_file_the_server_reads_is_catching_up_unless_paced(tmp_path: Path, rea
     video = tmp_path / "v.mp4"
     video.write_bytes(b"only the path is checked here")
     settings = load_settings(data=tmp_path / "data")
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
     manager.stream_type = type("ReadingStream", (ManagedStream,), {"worker_type": _Reading})
     stream = manager.add("cam", str(video), realtime=realtime)
     try:

@@ -32,6 +32,7 @@ from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit
 from lucy.service.registry import StreamRegistry, StreamSpec
 from lucy.service.schemas import ChatRequest
 from lucy.service.streams import ManagedStream, StreamManager
+from lucy.wiring import open_frames
 
 
 def _samples(exporter: MetricsExporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -180,7 +181,7 @@ def test_source_checks(tmp_path: Path) -> None:
     video.parent.mkdir()
     video.write_bytes(b"not really a video; only the path is checked here")
     settings = load_settings(data=tmp_path / "data", **{"service.allowed_source_roots": [str(video.parent)]})
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
     assert manager.check_source(str(video)) == str(video.resolve())
     assert manager.check_source(f"file://{video}") == str(video.resolve())
     assert manager.check_source("rtsp://u:p@127.0.0.1:8554/x").startswith("rtsp://")
@@ -230,7 +231,7 @@ def test_a_finished_stream_is_not_refused_as_running_while_its_worker_exits(tmp_
     video = tmp_path / "v.mp4"
     video.write_bytes(b"only the path is checked here")
     settings = load_settings(data=tmp_path / "data")
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus())
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
     manager.stream_type = type("SlowStream", (ManagedStream,), {"worker_type": _SlowToExit})
     stream = manager.add("cam", str(video))
     deadline = time.monotonic() + 10

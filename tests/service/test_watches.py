@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 
 from lucy.config import LucySettings
-from lucy.memory.sqlite_store import open_memory
 from lucy.memory.watches import Alert
+from lucy.wiring import open_memory
 from tests.service.conftest import LucyServer, Mosquitto, wait_for
 from tests.service.test_mqtt import Watcher
 

@@ -7,13 +7,13 @@ import pytest
 
 from lucy.backends import builder_captioner, builder_reasoner, builder_transcriber
 from lucy.config import load_settings
-from lucy.ingest import Ingestor, open_frames
+from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.speech import SpeechWorker
-from lucy.memory.sqlite_store import open_memory
 from lucy.synth import Overlay, Speech, speech_track, spoken_spans, write_video
 from lucy.synth.speech import espeak_available
 from lucy.watch.checker import WatchChecker
+from lucy.wiring import open_frames, open_memory
 
 pytestmark = pytest.mark.skipif(not espeak_available(), reason="espeak-ng is not installed")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lucy.config import load_settings
-from lucy.ingest import Ingestor, open_frames
+from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.pixels import PixelsCaptioner
 from lucy.memory.embedders import Embedder, EmbedderError, make_embedder
@@ -22,6 +22,7 @@ from lucy.memory.transcribers.base import TranscriptLine, format_transcript
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.synth import PALETTE, Overlay, Scene, write_video
 from lucy.watch.checker import WatchChecker, watch_origin, watches_of_origin
+from lucy.wiring import open_frames
 
 SIGN = "Tell me when the FIRE EXIT sign appears"  # 130-150 s only
 BAY = "Let me know when LOADING BAY is shown"  # 70-230 s: three coarse spans
@@ -45,7 +46,7 @@ def video(path: Path) -> Path:
 def builder_for(settings, memory) -> tuple[CoarseBuilder, WatchChecker]:
     captioner = PixelsCaptioner(settings.captioner.pixels)
     checker = WatchChecker(settings, "cam", memory, LexicalReasoner(), captioner, open_frames(settings))
-    return CoarseBuilder(settings, "cam", memory, captioner, listeners=[checker]), checker
+    return CoarseBuilder(settings, "cam", memory, captioner, listeners=[checker], frames=open_frames(settings)), checker
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,8 @@ def watched(tmp_path_factory):
     ids = {q: memory.add_watch("cam", q).id for q in [SIGN, BAY, *NEVER]}
     builder, checker = builder_for(settings, memory)
     builder.start()
-    Ingestor(settings, str(video(root / "v.mp4")), "cam", on_commit=builder.on_commit).run()
+    Ingestor(settings, str(video(root / "v.mp4")), "cam", on_commit=builder.on_commit,
+             frames=open_frames(settings)).run()
     assert builder.drain(timeout=120)
     stats = checker.stats.snapshot()
     builder.stop()
@@ -81,7 +83,7 @@ def misread(tmp_path_factory):
     """The video's frames ingested, and coarse memory of 120-180 s that read the sign only in part ("FIRE EX")."""
     root = tmp_path_factory.mktemp("misread")
     settings = settings_for(root / "data")
-    Ingestor(settings, str(video(root / "v.mp4")), "cam").run()
+    Ingestor(settings, str(video(root / "v.mp4")), "cam", frames=open_frames(settings)).run()
     memory = SQLiteMemoryStore.for_data(settings)
     memory.add(MemoryNode(stream="cam", level="coarse", start=120, end=180, model="test",
                           text='Scenes:\n- 120.0-180.0 s: mostly gray background\n'

@@ -55,9 +55,9 @@ from lucy.config import LucySettings, load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.query.factory import open_engine
 from lucy.synth import write_video
 from lucy.wiring import open_frames
+from lucy.wiring.engine import open_engine
 
 GEN_FPS = 2.0
 TARGET_ACCURACY, TARGET_LLM_CALLS, TARGET_REUSE = 0.90, 4.0, 0.10

@@ -68,11 +68,11 @@ from lucy.memory.retrieval import IndexWriter, MemoryIndex
 from lucy.memory.speech import SpeechWorker
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.transcribers.base import Transcriber, TranscriptLine
-from lucy.query.factory import open_engine
 from lucy.synth import write_video
 from lucy.synth.speech import speech_track
 from lucy.watch.checker import WatchChecker
 from lucy.wiring import open_frames
+from lucy.wiring.engine import open_engine
 
 GEN_FPS = 2.0
 STREAM = "cam"

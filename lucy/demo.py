@@ -27,10 +27,10 @@ from lucy.ingest.lock import stream_lock
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.store import MemoryStore
 from lucy.query.console import answer_lines
-from lucy.query.factory import open_engine
 from lucy.recorder import Recording, StreamRecorder
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
 from lucy.wiring import open_frames, open_memory
+from lucy.wiring.engine import open_engine
 
 STREAM = "demo"
 DEMO_SECONDS = 90.0

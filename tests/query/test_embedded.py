@@ -13,10 +13,10 @@ from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.captioners.pixels import PixelsCaptioner
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.query.factory import open_engine
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
 from lucy.wiring import open_frames
+from lucy.wiring.engine import open_engine
 
 PLATES = ["KX-4281", "KX-4821", "QD-1190", "MV-3375"]
 PLATE_Q = "What plate number was on the van at the HARBOR GATE?"

@@ -9,8 +9,8 @@ from pathlib import Path
 from lucy.backends import Backends, builder_captioner
 from lucy.config import load_settings
 from lucy.memory.captioners.guard import GuardedCaptioner
-from lucy.query.factory import open_engine
 from lucy.wiring import open_frames
+from lucy.wiring.engine import open_engine
 
 
 def test_engines_share_the_backends_they_are_given(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.query.factory import open_engine
 from lucy.query.memory_view import coarse_grid
 from lucy.query.reasoners.base import AnswerReply, LocaliseReply, SelectReply
 from lucy.synth import write_video
 from lucy.wiring import open_frames, open_memory
+from lucy.wiring.engine import open_engine
 
 QUESTION = "What happens at the end of the video?"
 

@@ -11,10 +11,10 @@ import pytest
 from lucy.config import PRESETS, load_settings
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.transcribers import SPEECH_LEVEL, TranscriptLine, format_transcript
-from lucy.query.factory import open_engine
 from lucy.query.memory_view import MemoryView, coarse_grid
 from lucy.query.reasoners.lexical import LexicalReasoner
 from lucy.wiring import open_frames, open_memory
+from lucy.wiring.engine import open_engine
 
 SAID = TranscriptLine(64.7, 68.7, "Flight 714, now boarding at Gate B12.")
 GATES = ("A 3", "B 12", "C 7", "D 1")

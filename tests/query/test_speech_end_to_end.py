@@ -14,10 +14,10 @@ from lucy.ingest import Ingestor
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.speech import SpeechWorker
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
-from lucy.query.factory import open_engine
 from lucy.synth import Overlay, Speech, speech_track, spoken_spans, write_video
 from lucy.synth.speech import espeak_available
 from lucy.wiring import open_frames, open_memory
+from lucy.wiring.engine import open_engine
 
 pytestmark = pytest.mark.skipif(not espeak_available(), reason="espeak-ng is not installed")
 

@@ -1,4 +1,5 @@
-"""Wiring: a query engine for a stream of a data directory, with its backends from :mod:`lucy.backends`."""
+"""The one place a query engine is assembled for a stream of a data directory: its stores (from
+:mod:`lucy.wiring.stores`) and its backends (from :mod:`lucy.backends`). The query package itself knows neither."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
 from lucy.query.engine import QueryConfig, QueryEngine
 from lucy.query.reasoners import Reasoner
+from lucy.wiring.stores import open_frames, open_memory
 
 
 @asynccontextmanager
@@ -26,8 +28,6 @@ async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStor
     does ``memory``. Safe while another process ingests the same stream: the frame store is opened read-only and
     the memory store takes one short write transaction per node.
     """
-    from lucy.wiring import open_frames, open_memory
-
     frames = open_frames(settings).open(stream)
     own_memory, own_backends = memory is None, backends is None
     memory = open_memory(settings) if memory is None else memory

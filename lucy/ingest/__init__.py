@@ -36,7 +36,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lucy.ingest' has no attribute {name!r}")
 
 __all__ = [
-    "AUDIO_RATE", "AudioClip", "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor", "RetentionState",
+    "AUDIO_RATE", "AudioClip", "Clip", "FrameStore", "FrameStores", "Gap", "IngestResult", "IngestStats", "Ingestor",
+    "RetentionState",
     "StreamInfo", "ZarrFrameStore", "ZarrFrameStores", "check_stream_name", "list_streams",
     "open_source",
 ]

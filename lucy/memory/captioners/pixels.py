@@ -9,8 +9,9 @@ motion. Output is deterministic: the same frames and instruction always give the
 Like a real vision-language model it sees less at coarse depth: a coarse caption analyses in full only one
 keyframe per scene, the middle frame of each brief appearance (something standing out from the scene's steady
 background for a few seconds, found by the cheap look at every frame) and ``coarse_max_frames`` frames spread over
-the span, shrunk by ``coarse_scale``, so small text and small objects escape it, while fine and ultra-fine captions analyse up to ``fine_max_frames`` frames
-(plus scene keyframes) at the full stored size. Every scene, however short, reaches the caption with its times.
+the span, shrunk by ``coarse_scale``, so small text and small objects escape it, while fine and ultra-fine captions
+analyse up to ``fine_max_frames`` frames (plus scene keyframes) at the full stored size. Every scene, however short,
+reaches the caption with its times.
 """
 
 from __future__ import annotations

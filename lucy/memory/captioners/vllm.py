@@ -163,7 +163,7 @@ class VllmCaptioner(Captioner):
             self.stats.batch_sizes.append(len(live))
             try:
                 outputs = await asyncio.to_thread(self._generate, [r.prompt for r in live])
-            except Exception as err:  # the engine failed (GPU out of memory...): each caller sees it
+            except Exception as err:  # noqa: BLE001  (the engine failed, GPU out of memory...: each caller sees it)
                 for r in live:
                     if not r.future.done():
                         r.future.set_exception(CaptionerError(f"vLLM failed on a batch of {len(live)}: "

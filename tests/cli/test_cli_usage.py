@@ -9,11 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from lucy.cli.streams import FOLLOW_SECONDS
 from lucy.synth import PALETTE, Overlay, Scene, write_video
 
 HEAVY = ("av", "zarr", "numpy", "cv2", "onnxruntime", "fastapi", "openai", "lucy.ingest", "lucy.query",
@@ -155,17 +157,28 @@ def test_streams_is_a_table_and_follow_refreshes_it_until_ctrl_c(run_lucy, data)
                                                                            "160x90"]
     [listed] = json.loads(run_lucy("streams", "--json", "--data", str(data)).stdout)  # --json as before
     assert listed["stream"] == "cam" and listed["frames"] == 8 and listed["size"] == "160x90"
+    # As on a terminal (rich draws each refresh then, not only the last one), so the test can wait for the first table
+    # before pressing Ctrl-C: on a busy machine starting the command alone may take longer than any fixed sleep.
+    env = {**os.environ, "TTY_COMPATIBLE": "1"}
     follow = subprocess.Popen([sys.executable, "-m", "lucy", "streams", "--follow", "--data", str(data)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     try:
-        time.sleep(3)
+        deadline = time.monotonic() + 120
+        while not any(" cam " in line for line in lines) and follow.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(FOLLOW_SECONDS * 1.5)  # and a refresh after it
         assert follow.poll() is None  # still refreshing
         follow.send_signal(signal.SIGINT)
-        out, err = follow.communicate(timeout=30)
+        follow.wait(timeout=30)
     finally:
         if follow.poll() is None:
             follow.kill()
-            follow.communicate()
+            follow.wait()
+    reader.join(timeout=30)
+    out, err = "".join(lines), follow.stderr.read()  # type: ignore[union-attr]
     assert follow.returncode == 130 and "Traceback" not in err, err
     assert " cam " in out and "finished" in out
 

@@ -166,7 +166,9 @@ def test_never_blocks_the_event_loop(store):
 
     took, worst = asyncio.run(run())
     assert took > 0.3  # 16 frames of OCR: long enough to notice a blocked loop
-    assert worst < min(0.25, took / 3), (took, worst)
+    # A stall is measured against how fast this machine ran the work: on a busy one (parallel tests, other jobs) every
+    # 5 ms sleep can overshoot a little, in proportion; a blocked loop stalls for a good part of the whole job.
+    assert worst < min(max(0.25, took / 20), took / 3), (took, worst)
 
 
 def test_colour_names_survive_shading():

@@ -154,7 +154,7 @@ def hints(flags: Sequence[str]) -> list[str]:
     alone, if any (without them this shell finds the same data directory again: ./lucy-data, $LUCY_DATA or
     lucy.toml's)."""
     # The full path of this lucy when the shell would not find it (no activated virtual environment).
-    from lucy.cli.common import lucy_command
+    from lucy.shell import lucy_command
 
     where = "".join(" " + shlex.quote(f) for f in flags)
     question = shlex.quote(QUESTIONS[0][1])

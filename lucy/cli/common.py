@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import shlex
-import shutil
 import sys
 from collections.abc import Iterable
 from functools import cache
@@ -20,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from lucy.errors import LucyError
+from lucy.shell import lucy_command
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -91,19 +90,6 @@ def error_line(message: str) -> None:
 def note(message: str) -> None:
     """One ``lucy: ...`` line on stderr: a hint or a warning meant for the person at the terminal."""
     print(f"lucy: {message}", file=sys.stderr)
-
-
-def lucy_command() -> str:
-    """How to run this ``lucy`` from a shell that has not activated its virtual environment: ``lucy`` when that
-    name on PATH is this very program, else its full path (or ``python -m lucy``)."""
-    argv0 = Path(sys.argv[0])
-    script = argv0.absolute() if argv0.name == "lucy" and argv0.is_file() else Path(sys.executable).with_name("lucy")
-    if not script.is_file():
-        return f"{shlex.quote(sys.executable)} -m lucy"
-    on_path = shutil.which("lucy")
-    if on_path is not None and Path(on_path).resolve() == script.resolve():
-        return "lucy"
-    return shlex.quote(str(script))
 
 
 def ingest_hint(stream: str) -> str:

@@ -21,12 +21,12 @@ from lucy.cli.common import (
     VerboseOption,
     error_line,
     load,
-    lucy_command,
     note,
     stderr_console,
 )
 from lucy.config import CaptionerBackend
 from lucy.errors import LucyError, is_disk_full
+from lucy.shell import lucy_command
 
 if TYPE_CHECKING:
     from lucy.config import LucySettings

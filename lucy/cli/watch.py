@@ -28,10 +28,10 @@ from lucy.cli.common import (
     closest,
     ingest_hint,
     load,
-    lucy_command,
     note,
 )
 from lucy.errors import LucyError
+from lucy.shell import lucy_command
 from lucy.untrusted import normalise_question
 
 if TYPE_CHECKING:

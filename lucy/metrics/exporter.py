@@ -16,7 +16,6 @@ import os
 import platform
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from prometheus_client import (
     REGISTRY,
@@ -34,10 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from lucy import __version__
 from lucy.metrics.progress import CaptionProgress, SpeechProgress
-from lucy.metrics.stats import RetentionStats, StreamSample
-
-if TYPE_CHECKING:
-    from lucy.watch.delivery import DeliveryStats
+from lucy.metrics.stats import DeliveryStats, RetentionStats, StreamSample
 
 CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 QUESTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)

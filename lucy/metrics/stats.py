@@ -227,3 +227,44 @@ class WatchStats:
                     "confirmations": self.confirmations, "confirmations_skipped": self.confirmations_skipped,
                     "alerts": self.alerts, "merged": self.merged, "errors": self.errors,
                     "llm_calls": self.llm_calls, "caption_calls": self.caption_calls}
+
+
+class SeenAlert(Protocol):
+    """What delivery counts of an alert (:class:`lucy.memory.watches.Alert` has it; stats import no record)."""
+
+    stream: str
+    created: float
+    event_end: float
+
+
+@dataclass
+class DeliveryStats:
+    """Plain figures of alert delivery, read by the metrics exporter (thread-safe)."""
+
+    alerts: collections.Counter[str] = field(default_factory=collections.Counter)  # stream -> alerts seen
+    outcomes: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)  # (sink, outcome)
+    watches: dict[str, int] = field(default_factory=dict)  # stream -> active watches
+    _latencies: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen(self, alert: SeenAlert, wall_start: float | None) -> None:
+        """Count an alert; with the stream's wall time of media time 0 (live streams), its latency: from the
+        wall time its event's span closed to the wall time it was stored."""
+        with self._lock:
+            self.alerts[alert.stream] += 1
+            if wall_start is not None:
+                self._latencies.append(max(0.0, alert.created - (wall_start + alert.event_end)))
+
+    def outcome(self, sink: str, outcome: str) -> None:
+        with self._lock:
+            self.outcomes[(sink, outcome)] += 1
+
+    def set_watches(self, counts: dict[str, int]) -> None:
+        with self._lock:
+            self.watches = dict(counts)
+
+    def snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int], dict[str, int], list[float]]:
+        """Cumulative alerts and outcomes, current watches, and the latencies since the last snapshot."""
+        with self._lock:
+            latencies, self._latencies = self._latencies, []
+            return dict(self.alerts), dict(self.outcomes), dict(self.watches), latencies

@@ -146,7 +146,8 @@ async def start(svc: Service) -> None:
 
 def _follow_alerts(svc: Service) -> None:
     """Deliver the alerts the stream workers store: SSE (the bus), MQTT when enabled, and webhooks."""
-    from lucy.watch.delivery import AlertFollower, BusSink, DeliveryStats
+    from lucy.watch.delivery import AlertFollower, BusSink
+    from lucy.metrics.stats import DeliveryStats
 
     stats = DeliveryStats()
     svc.alerts = AlertFollower(svc.memory, [BusSink(svc.bus, stats), *_outward_sinks(svc, stats)],
@@ -172,11 +173,11 @@ def _outward_sinks(svc: Service, stats: Any) -> list[Any]:
     return sinks
 
 
-def _deliver_on_cluster(svc: Service) -> None:
-    """A cluster replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one
-    replica that holds the delivery duty (:mod:`lucy.cluster.duties`)."""
-    from lucy.cluster.duties import hold_duty
-    from lucy.watch.delivery import AlertFollower, BusSink, DeliveryStats
+def _deliver_once_per_deployment(svc: Service) -> None:
+    """A replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one replica that
+    holds the delivery duty (:meth:`StreamRuntime.hold_duty`)."""
+    from lucy.watch.delivery import AlertFollower, BusSink
+    from lucy.metrics.stats import DeliveryStats
 
     settings = svc.settings
     stats = DeliveryStats()

@@ -29,11 +29,9 @@ import hashlib
 import hmac
 import json
 import logging
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
@@ -41,9 +39,10 @@ import httpx
 
 from lucy import __version__
 from lucy.config.settings import AlertSettings
-from lucy.memory.store import MemoryStore
 from lucy.errors import WebhookRefused
+from lucy.memory.store import MemoryStore
 from lucy.memory.watches import Alert, Watch
+from lucy.metrics.stats import DeliveryStats
 from lucy.watch.targets import WebhookPolicy
 
 log = logging.getLogger(__name__)
@@ -63,39 +62,6 @@ def where(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or "?"
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
-
-
-@dataclass
-class DeliveryStats:
-    """Plain figures of alert delivery, read by the metrics exporter (thread-safe)."""
-
-    alerts: Counter[str] = field(default_factory=Counter)  # stream -> alerts seen
-    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (sink, outcome) -> deliveries
-    watches: dict[str, int] = field(default_factory=dict)  # stream -> active watches
-    _latencies: list[float] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def seen(self, alert: Alert, wall_start: float | None) -> None:
-        """Count an alert; with the stream's wall time of media time 0 (live streams), its latency: from the
-        wall time its event's span closed to the wall time it was stored."""
-        with self._lock:
-            self.alerts[alert.stream] += 1
-            if wall_start is not None:
-                self._latencies.append(max(0.0, alert.created - (wall_start + alert.event_end)))
-
-    def outcome(self, sink: str, outcome: str) -> None:
-        with self._lock:
-            self.outcomes[(sink, outcome)] += 1
-
-    def set_watches(self, counts: dict[str, int]) -> None:
-        with self._lock:
-            self.watches = dict(counts)
-
-    def snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int], dict[str, int], list[float]]:
-        """Cumulative alerts and outcomes, current watches, and the latencies since the last snapshot."""
-        with self._lock:
-            latencies, self._latencies = self._latencies, []
-            return dict(self.alerts), dict(self.outcomes), dict(self.watches), latencies
 
 
 class AlertSink(Protocol):

@@ -173,11 +173,12 @@ def _outward_sinks(svc: Service, stats: Any) -> list[Any]:
     return sinks
 
 
-def _deliver_once_per_deployment(svc: Service) -> None:
-    """A replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one replica that
-    holds the delivery duty (:meth:`StreamRuntime.hold_duty`)."""
-    from lucy.watch.delivery import AlertFollower, BusSink
+def _deliver_on_cluster(svc: Service) -> None:
+    """A cluster replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one
+    replica that holds the delivery duty (:mod:`lucy.cluster.duties`)."""
+    from lucy.cluster.duties import hold_duty
     from lucy.metrics.stats import DeliveryStats
+    from lucy.watch.delivery import AlertFollower, BusSink
 
     settings = svc.settings
     stats = DeliveryStats()

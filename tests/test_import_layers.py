@@ -27,6 +27,7 @@ FORBIDDEN = [
     # Stores are opened by the composition root and handed down: storage knows neither it nor the cluster.
     ("lucy.ingest", "lucy.cluster"),
     ("lucy.ingest", "lucy.wiring"),
+    ("lucy.ingest", "lucy.memory"),
     ("lucy.memory", "lucy.wiring"),
     ("lucy.recorder", "lucy.wiring"),
     # A query engine is assembled in wiring: the query package knows neither the backends nor the stores' factory.

@@ -42,17 +42,21 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import FrameStore, FrameStores
 from lucy.metrics.stats import RetentionStats
 
-if TYPE_CHECKING:
-    from lucy.memory.store import MemoryStore
-
 log = logging.getLogger(__name__)
+
+
+class CaptionedMemory(Protocol):
+    """What retention asks of the memory store (:class:`lucy.memory.store.MemoryStore` has it): how far a stream's
+    coarse memory reaches. Ingest sits below memory, so it names only this."""
+
+    def captioned_until(self, stream: str) -> float: ...
 
 RESERVE_FILE = ".retention-reserve"
 RESERVE_BYTES = 1 << 20
@@ -90,7 +94,7 @@ class RetentionMaintainer:
 
     def __init__(self, settings: LucySettings, *, settings_for: Callable[[str], LucySettings] | None = None,
                  stats: RetentionStats | None = None, frames: FrameStores,
-                 streams: Callable[[], Iterable[str]] | None = None, memory: MemoryStore | None = None) -> None:
+                 streams: Callable[[], Iterable[str]] | None = None, memory: CaptionedMemory | None = None) -> None:
         self.settings = settings
         self.data = Path(settings.data)
         self.frames = frames

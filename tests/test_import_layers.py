@@ -37,6 +37,8 @@ FORBIDDEN = [
     ("lucy.demo", "lucy.cli"),
     # Stats are plain records at the bottom: the watch package fills them, metrics does not import it.
     ("lucy.metrics", "lucy.watch"),
+    ("lucy.metrics", "lucy.memory"),
+    ("lucy.metrics", "lucy.ingest"),
 ]
 
 # Names that moved to a lower module: nothing imports them from their old home (no forwarding shims left).
@@ -58,6 +60,7 @@ MOVED = [
     "lucy.query.factory",
     "lucy.cli.common.lucy_command",
     "lucy.watch.delivery.DeliveryStats",
+    "lucy.metrics.captioning",
 ]
 
 

@@ -40,7 +40,7 @@ _PENDING_MAX = 10_000
 
 @dataclass(frozen=True, slots=True)
 class CaptionCall:
-    """One request made to a captioner, as :class:`lucy.metrics.captioning.MeteredCaptioner` saw it."""
+    """One request made to a captioner, as :class:`lucy.memory.captioners.observed.ObservedCaptioner` saw it."""
 
     latency_seconds: float
     ok: bool

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from lucy.backends import Backends
 from lucy.config import LucySettings
 from lucy.errors import InputError, LucyError, StoreError
+from lucy.memory.captioners.observed import ObservedCaptioner
 from lucy.memory.store import MemoryStore
 from lucy.metrics import QuestionRecord
-from lucy.metrics.captioning import MeteredCaptioner
 from lucy.metrics.stats import CaptionCallStats
 from lucy.query.events import (
     QuestionAnswer,
@@ -281,7 +281,7 @@ class QuestionService:
         shared = backends.captioner(settings)
         stats: CaptionCallStats = self.manager.caption_stats(stream)
         engine = QueryEngine(frames=frames, memory=self.memory, reasoner=backends.reasoner(settings),
-                             captioner=None if shared is None else MeteredCaptioner(shared, stats),
+                             captioner=None if shared is None else ObservedCaptioner(shared, stats),
                              preset=settings.levels, config=QueryConfig.from_settings(settings),
                              coarse_instruction=settings.captioner.coarse_instruction,
                              index=backends.index(settings, self.memory))

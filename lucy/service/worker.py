@@ -81,7 +81,7 @@ class Reporter(Protocol):
 class _Pipe:
     """The worker's end of the pipe: ``send`` is safe from any thread and never raises. It is also where the
     memory store's node events (:class:`lucy.service.events.NodeAnnouncer`) and the captioner's requests
-    (:class:`lucy.metrics.captioning.MeteredCaptioner`) go, unchanged, on their way to the server."""
+    (:class:`lucy.memory.captioners.observed.ObservedCaptioner`) go, unchanged, on their way to the server."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -155,7 +155,7 @@ class StreamRun(RecorderObserver):
 
     def run(self) -> RunEnd:
         from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
-        from lucy.metrics.captioning import MeteredCaptioner
+        from lucy.memory.captioners.observed import ObservedCaptioner
 
         name = self.spec.name
         memory, frames = self.open_stores()
@@ -163,7 +163,7 @@ class StreamRun(RecorderObserver):
             captioner = builder_captioner(self.settings)
             self.recorder = StreamRecorder(
                 self.settings, self.spec.source, name, memory,
-                None if captioner is None else MeteredCaptioner(captioner, self.pipe),
+                None if captioner is None else ObservedCaptioner(captioner, self.pipe),
                 realtime=self.spec.realtime, holder=self.holder(), observer=self, give_up_seconds=math.inf,
                 transcriber=builder_transcriber(self.settings), embedder=builder_embedder(self.settings),
                 frames=frames)

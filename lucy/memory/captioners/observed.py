@@ -1,4 +1,8 @@
-"""A captioner that reports every request it passes on (latency, tokens, success) to an observer."""
+"""A captioner that reports every request it passes on (latency, tokens, success) to its observers.
+
+Metering is an observer of captioners (as pipecat's observers see frames without being a stage): a stream's
+:class:`lucy.metrics.CaptionCallStats` or a stream worker's pipe to the server subscribes; the figures are plain
+records of :mod:`lucy.metrics.stats`, and the metrics package knows no captioner."""
 
 from __future__ import annotations
 
@@ -12,13 +16,17 @@ from lucy.memory.nodes import Caption
 from lucy.metrics.stats import CaptionCall, CaptionCallObserver
 
 
-class MeteredCaptioner(WrappingCaptioner):
-    """Wraps any :class:`Captioner`; each request it makes becomes one :class:`CaptionCall` for ``observer`` (a
-    :class:`lucy.metrics.CaptionCallStats`, or a stream worker's pipe to the server)."""
+class ObservedCaptioner(WrappingCaptioner):
+    """Wraps any :class:`Captioner`; each request it makes becomes one :class:`CaptionCall` for each of
+    ``observers`` (a :class:`lucy.metrics.CaptionCallStats`, or a stream worker's pipe to the server)."""
 
-    def __init__(self, inner: Captioner, observer: CaptionCallObserver) -> None:
+    def __init__(self, inner: Captioner, *observers: CaptionCallObserver) -> None:
         self.inner = inner
-        self.observer = observer
+        self.observers = observers
+
+    def _report(self, call: CaptionCall) -> None:
+        for observer in self.observers:
+            observer.on_caption_call(call)
 
     async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
         """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""
@@ -28,9 +36,9 @@ class MeteredCaptioner(WrappingCaptioner):
         except CaptionerUnavailable:  # refused before any request was made: nothing to count
             raise
         except BaseException:  # failures, timeouts and cancellations all count as a failed request
-            self.observer.on_caption_call(CaptionCall(time.monotonic() - began, ok=False, frames=len(clip)))
+            self._report(CaptionCall(time.monotonic() - began, ok=False, frames=len(clip)))
             raise
-        self.observer.on_caption_call(CaptionCall(
+        self._report(CaptionCall(
             time.monotonic() - began, ok=True, prompt_tokens=caption.prompt_tokens,
             completion_tokens=caption.completion_tokens, frames=len(clip)))
         return caption

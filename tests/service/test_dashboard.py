@@ -25,6 +25,14 @@ from tests.service.conftest import LucyServer
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+# Screenshots for a person to look at, in this test process's own folder: parallel xdist workers and concurrent runs
+# never write the same file.
+SHOTS = Path(tempfile.gettempdir()) / f"lucy-dash-shots-{os.getpid()}"
+
+
+def _screenshot(driver: webdriver.Chrome, name: str) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    driver.save_screenshot(str(SHOTS / name))
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +196,7 @@ def test_dashboard_shows_streams_memory_and_answers(shared_server: LucyServer, v
         time.sleep(0.5)  # charts redraw to the new width
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
         assert not browser.execute_script(CLIPPED_NUMBERS)
-        browser.save_screenshot(f"/tmp/dash-top-{width}.png")
+        _screenshot(browser, f"dash-top-{width}.png")
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] if hasattr(browser, "get_log") else []
     assert not errors, errors
 
@@ -219,6 +227,11 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     assert {m.text.lower() for m in first.find_elements(By.CSS_SELECTOR, ".caption mark")} >= {"plate", "kx"}
     assert first.find_element(By.CSS_SELECTOR, ".level").text == "coarse"
     assert first.find_element(By.CSS_SELECTOR, ".when").text == "0:00–1:00"
+    # folded, a hit shows the server's snippet: the line that matched best, not the caption's first lines
+    with shared_server.client() as c:
+        found = c.get("/v1/streams/plaza/search", params={"q": "plate KX"}).json()
+    snippet = next(h["snippet"] for h in found["hits"] if "PLATE KX-4821" in h["text"])
+    assert first.find_element(By.CSS_SELECTOR, ".caption").text == snippet
     # its thumbnail loads (fetched with the token, shown from a blob URL)
     wait.until(lambda d: d.execute_script(
         "const i = document.querySelector('#search-results li.hit img.thumb'); return i && i.naturalWidth > 0"))
@@ -237,13 +250,13 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
     browser.execute_script("document.getElementById('search-panel').scrollIntoView()")
     wait.until(lambda d: d.execute_script("return [...document.querySelectorAll('#search-results img.thumb')]"
                                           ".every((i) => i.naturalWidth > 0)"))
-    browser.save_screenshot("/tmp/dash-search-1400.png")
+    _screenshot(browser, "dash-search-1400.png")
     first.click()
     wait.until(lambda d: first.get_attribute("aria-expanded") == "false")
     browser.set_window_size(390, 844)
     browser.execute_script("document.getElementById('search-panel').scrollIntoView()")
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 390  # no sideways scrolling
-    browser.save_screenshot("/tmp/dash-search-390.png")
+    _screenshot(browser, "dash-search-390.png")
     browser.set_window_size(1280, 1000)
     # nothing found, then an error, each said in the panel
     box.clear()
@@ -263,16 +276,14 @@ def test_dashboard_searches_memory_as_one_types(shared_server: LucyServer, video
 
 
 def _shoot(driver: webdriver.Chrome, panel: str, name: str) -> None:
-    """A screenshot of ``panel`` at 1400 and 390 px into /tmp/dash-shots/ (looked at by hand), each without sideways
+    """A screenshot of ``panel`` at 1400 and 390 px into :data:`SHOTS` (looked at by hand), each without sideways
     scrolling of the page."""
-    shots = Path("/tmp/dash-shots")
-    shots.mkdir(exist_ok=True)
     for width, height in ((1400, 1000), (390, 844)):
         driver.set_window_size(width, height)
         driver.execute_script("document.getElementById(arguments[0]).scrollIntoView()", panel)
         time.sleep(0.5)  # charts redraw to the new width
         assert driver.execute_script("return document.documentElement.scrollWidth") <= width, (name, width)
-        driver.save_screenshot(str(shots / f"{name}-{width}.png"))
+        _screenshot(driver, f"{name}-{width}.png")
     driver.set_window_size(1280, 1000)
 
 
@@ -475,7 +486,7 @@ def test_dashboard_watches_panel_adds_lists_alerts_and_deletes(shared_server: Lu
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
         assert browser.execute_script("const p = document.getElementById('watches-panel');"
                                       "return p.scrollWidth <= p.clientWidth")  # not inside the panel either
-        browser.save_screenshot(f"/tmp/dash-watches-{width}.png")
+        _screenshot(browser, f"dash-watches-{width}.png")
     browser.set_window_size(1280, 1000)
     # delete it with its button: gone from the list and the API; its alerts stay as history
     browser.execute_script("document.getElementById('watches-panel').scrollIntoView()")
@@ -523,7 +534,7 @@ def test_dashboard_adds_a_paced_stream_with_a_preset_stops_and_deletes_it(
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
         assert browser.execute_script("const p = document.querySelector('#streams-panel .scroll');"
                                       "return p.scrollWidth <= p.clientWidth")  # every column fits, buttons too
-        browser.save_screenshot(f"/tmp/dash-streams-{width}.png")
+        _screenshot(browser, f"dash-streams-{width}.png")
     browser.set_window_size(1280, 1000)
     # stop: it stays listed, stopped, with its memory; no stop button any more
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-stream="kiosk"]')

@@ -1161,15 +1161,17 @@ function hitCard(hit, words) {
                  [hit.lexical_rank !== null ? "words" : "", hit.semantic_rank !== null ? "meaning" : ""]
                    .filter(Boolean).join(" + ")));
   if (hit.origin !== "ingest") meta.append(el("span", { class: "muted" }, "question"));
+  // Collapsed, a hit shows the line that matched best (the server's snippet); opened, its whole text.
+  const short = () => hit.snippet || excerpt(hit.text, words);
   const caption = el("p", { class: "caption" });
-  caption.append(highlighted(excerpt(hit.text, words), words));
+  caption.append(highlighted(short(), words));
   const body = el("div", { class: "body" });
   body.append(meta, caption);
   card.append(body);
   const toggle = () => {
     const open = card.classList.toggle("expanded");
     card.setAttribute("aria-expanded", String(open));
-    caption.replaceChildren(highlighted(open ? hit.text : excerpt(hit.text, words), words));
+    caption.replaceChildren(highlighted(open ? hit.text : short(), words));
   };
   card.addEventListener("click", toggle);
   card.addEventListener("keydown", (event) => {
@@ -1193,7 +1195,7 @@ function renderHits(result, q) {
     (result.semantic ? " · by words + meaning" : " · by words only");
   const list = $("#search-results");
   for (const hit of result.hits) list.append(hitCard(hit, words));
-  searchStatus(result.hits.length ? "" : "No memory of " + result.stream + " matches “" + q +
+  searchStatus(!result.no_match ? "" : "No memory of " + result.stream + " matches “" + q +
     "”. Try other words, or look at the memory timeline.");
 }
 

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 # Mosquitto, its clients (mosquitto_sub / mosquitto_pub, which the README uses) and OpenSSL (MQTT tests, TLS
 # included), Chromium + driver (dashboard tests), espeak-ng (speech made for the transcription tests), Prometheus
 # (promtool checks the alert rules in the tests), PostgreSQL (the cluster memory store's tests start their own
-# server).
+# server), jemalloc (the server's allocator: lucy/allocator.py says why).
 APT_PACKAGES=(
-  python3-venv python3-dev ffmpeg tesseract-ocr tesseract-ocr-eng
+  python3-venv python3-dev ffmpeg tesseract-ocr tesseract-ocr-eng libjemalloc2
   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-rtsp gstreamer1.0-x
   mosquitto mosquitto-clients chromium chromium-driver openssl espeak-ng prometheus postgresql

@@ -394,6 +394,11 @@ class ServiceSettings(_Section):
                     "ingest` (empty: any path). Playlists and concat lists in them may only name files inside "
                     "them; symlinks are followed before the check.")
     resume_streams: bool = Field(True, description="Restart the streams that were running when the server stopped.")
+    allocator: Literal["jemalloc", "system"] = Field(
+        "jemalloc", description="Memory allocator of the server and its stream workers: jemalloc (when installed; "
+                                "the server then re-executes itself with it preloaded) keeps a long-running server's "
+                                "memory flat, where glibc's per-thread arenas grow with every question answered; "
+                                "'system' keeps glibc's malloc.")
     max_question_chars: int = Field(2000, ge=16, le=100_000, description="Longest question accepted (characters).")
     max_options: int = Field(16, ge=0, le=64, description="Most answer options a multiple-choice question may have.")
     max_concurrent_questions: int = Field(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lucy.cli.common import ConfigOption, DataOption, PresetOption, VerboseOption, load
+
+if TYPE_CHECKING:  # the runtime is imported only when a server starts: `lucy --help` stays quick
+    from lucy.config import LucySettings
+    from lucy.runtime.protocol import RuntimeFactory
 
 
 def serve(host: Annotated[str | None, typer.Option(
@@ -21,9 +25,27 @@ def serve(host: Annotated[str | None, typer.Option(
     """Serve the HTTP API, MQTT bridge, metrics and dashboard."""
     settings = load(data, config, preset, verbose,
                     **{"service.host": host, "service.port": port, "cluster.address": cluster})
+    from lucy.allocator import choose
+
+    choose(settings.service.allocator)  # before any thread: may re-execute this command on jemalloc
+    from lucy.service.server import check_bind
     from lucy.service.server import serve as run_server
 
-    return run_server(settings)
+    check_bind(settings)
+    return run_server(settings, runtime=stream_runtime(settings))
+
+
+def stream_runtime(settings: LucySettings) -> RuntimeFactory:
+    """The stream runtime the settings ask for: Ray owners on a cluster (joined here, first: a wrong address is one
+    clear line, not a failed start), else worker processes on this machine. The service sees only the protocol."""
+    if settings.cluster.enabled:
+        from lucy.cluster.manager import ClusterStreamManager, connect  # ray is only needed on a cluster
+
+        connect(settings)
+        return ClusterStreamManager
+    from lucy.runtime.streams import StreamManager
+
+    return StreamManager
 
 
 def demo(fast: Annotated[bool, typer.Option("--fast", help="Ingest as fast as possible instead of in real time.")]

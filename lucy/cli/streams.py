@@ -28,7 +28,7 @@ FOLLOW_SECONDS = 1.0  # refresh of `lucy streams --follow`
 
 def stream_rows(settings: LucySettings) -> list[dict[str, Any]]:
     """One row per stored stream (the JSON output's shape)."""
-    from lucy.service.status import stored_stream_state
+    from lucy.runtime.status import stored_stream_state
     from lucy.wiring import open_frames
 
     frames = open_frames(settings)

@@ -20,7 +20,7 @@ import psycopg
 from lucy.errors import StoreError
 from lucy.memory.postgres_store import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, PostgresMemoryStore
 from lucy.memory.rows import NODE_COLUMNS, node_of
-from lucy.service.events import EventPublisher, NodeAnnouncer
+from lucy.runtime.events import EventPublisher, NodeAnnouncer
 
 log = logging.getLogger(__name__)
 

@@ -1,36 +1,38 @@
 """The API replicas' side of a cluster: the wanted streams in PostgreSQL, reconciled with their Ray owners.
 
 Any number of ``lucy serve --cluster ADDRESS`` replicas run the same HTTP API, SSE, OpenAI chat API and dashboard.
-They hold no stream state of their own: the streams wanted are rows of ``cluster_streams`` (:class:`ClusterRegistry`),
-each recorded by its owner actor (:mod:`lucy.cluster.owner`). Every replica follows every owner's reports
-(:class:`OwnerHandle`, in place of a local worker process) and, every ``cluster.reconcile_seconds``, reconciles the
-table with what it follows (:class:`ClusterStreamManager`): a stream another replica added is followed (and its
-owner started, if it has none), one another replica removed is let go. Stopping a replica leaves the owners running.
+They hold no stream state of their own: the streams wanted are rows of ``cluster_streams``
+(:mod:`lucy.cluster.registry`), each recorded by its owner actor (:mod:`lucy.cluster.owner`). Every replica follows
+every owner's reports (:class:`OwnerHandle`, in place of a local worker process) and, every
+``cluster.reconcile_seconds``, reconciles the table with what it follows (:class:`ClusterStreamManager`, the cluster's
+:class:`lucy.runtime.protocol.StreamRuntime`): a stream another replica added is followed (and its owner started, if
+it has none), one another replica removed is let go. Stopping a replica leaves the owners running.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import asdict
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from lucy.cluster.duties import hold_duty
+from lucy.cluster.listener import NodeListener
+from lucy.cluster.registry import ClusterRegistry
 from lucy.config import LucySettings
 from lucy.errors import LucyError, StoreError
 from lucy.ingest import FrameStores
 from lucy.memory.postgres_store import PostgresMemoryStore
 from lucy.memory.store import MemoryStore
-from lucy.service.events import EventBus
-from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit, WorkerMessage
-from lucy.service.registry import StreamSpec
-from lucy.service.status import stored_progress
-from lucy.service.streams import ManagedStream, StreamManager
+from lucy.runtime.events import EventBus
+from lucy.runtime.messages import RunEnd, StateChange, StreamState, WorkerExit, WorkerMessage
+from lucy.runtime.registry import StreamSpec
+from lucy.runtime.status import stored_progress
+from lucy.runtime.streams import ManagedStream, StreamManager
 
 log = logging.getLogger(__name__)
 
@@ -76,51 +78,9 @@ def _reach(address: str) -> None:
                         "(is `ray start --head` running there, and is the port open?)") from None
 
 
-class ClusterRegistry:
-    """The streams the cluster records, in ``cluster_streams`` (the interface of
-    :class:`lucy.service.registry.StreamRegistry`). The spec keeps the source as given (a camera URL's credentials
-    are needed by its owner): it is shown only through :func:`lucy.redaction.redact_url`."""
-
-    def __init__(self, db: PostgresMemoryStore) -> None:
-        self.db = db
-
-    def load(self) -> list[StreamSpec]:
-        rows = self.db.run(lambda c: c.execute("SELECT spec FROM cluster_streams ORDER BY created, name").fetchall())
-        return [StreamSpec(**row[0]) for row in rows]
-
-    def put(self, spec: StreamSpec) -> None:
-        """Add a stream, or start a stream again (its recorded end is cleared)."""
-        self.db.run(lambda c: c.execute(
-            "INSERT INTO cluster_streams (name, spec, created) VALUES (%s, %s, %s) "
-            "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, ended = NULL",
-            (spec.name, json.dumps(asdict(spec)), spec.created)), write=True)
-
-    def recording(self) -> set[str]:
-        """Names of the streams whose recording has not ended."""
-        rows = self.db.run(lambda c: c.execute("SELECT name FROM cluster_streams WHERE ended IS NULL").fetchall())
-        return {row[0] for row in rows}
-
-    def set_ended(self, name: str, end: RunEnd) -> None:
-        """Record how the stream's recording ended (its owner then goes, freeing its ingest capacity)."""
-        self.db.run(lambda c: c.execute(
-            "UPDATE cluster_streams SET ended = %s WHERE name = %s",
-            (json.dumps({"state": end.state.value, "error": end.error, "lost": end.lost}), name)), write=True)
-
-    def ended(self, name: str) -> RunEnd | None:
-        """How the stream's recording ended, if it has."""
-        row = self.db.run(lambda c: c.execute("SELECT ended FROM cluster_streams WHERE name = %s",
-                                              (name,)).fetchone())
-        if row is None or row[0] is None:
-            return None
-        return RunEnd(StreamState(row[0]["state"]), error=row[0]["error"], lost=row[0]["lost"])
-
-    def remove(self, name: str) -> None:
-        self.db.run(lambda c: c.execute("DELETE FROM cluster_streams WHERE name = %s", (name,)), write=True)
-
-
 class OwnerHandle:
     """A replica's handle on one stream's owner actor, with the surface of a local worker process
-    (:class:`lucy.service.worker.WorkerProcess`): :meth:`messages` starts the owner if it has none and yields its
+    (:class:`lucy.runtime.worker.WorkerProcess`): :meth:`messages` starts the owner if it has none and yields its
     reports until its run ends; :meth:`stop` ends the recording; :meth:`detach` stops following without stopping
     it (a replica that shuts down)."""
 
@@ -250,6 +210,7 @@ class ClusterStreamManager(StreamManager):
         self.registry = ClusterRegistry(memory)  # type: ignore[assignment]
         self._reconciling = threading.Event()
         self._reconciler: threading.Thread | None = None
+        self._listener: NodeListener | None = None
 
     def resume(self) -> list[str]:
         """Follow every wanted stream (starting owners that have none), then keep reconciling."""
@@ -312,3 +273,25 @@ class ClusterStreamManager(StreamManager):
         for stream in self.managed():
             if isinstance(stream, OwnedStream):
                 stream.join(max(0.0, deadline - time.monotonic()))
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+
+    # ------------------------------------------------------------------------------------ deployment
+
+    @property
+    def replicated(self) -> bool:
+        """Any number of replicas follow the same owners."""
+        return True
+
+    def announce_nodes(self) -> None:
+        """Announce every node stored anywhere on the cluster (an owner's captions, another replica's question):
+        this replica hears of each from PostgreSQL (:mod:`lucy.cluster.listener`)."""
+        if self._listener is None:
+            dsn = self.settings.memory.postgres_dsn
+            assert dsn is not None  # a cluster's settings name its database
+            self._listener = NodeListener(self.memory, dsn.get_secret_value(), self.bus).start()  # type: ignore[arg-type]
+
+    async def hold_duty(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work()`` while this replica holds the cluster's delivery duty (:mod:`lucy.cluster.duties`)."""
+        await hold_duty(self.memory, self.settings.cluster.lease_seconds, work)  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 Each wanted stream has one detached, named Ray actor, ``owner:<stream>``, on a node that offers the cluster's
 ``ingest`` resource (:func:`ensure_owner`). Ray restarts it on another such node when its node or process dies. The
-actor records the stream as a ``lucy serve`` worker does (:class:`lucy.service.worker.StreamRun`: ingest, coarse
+actor records the stream as a ``lucy serve`` worker does (:class:`lucy.runtime.worker.StreamRun`: ingest, coarse
 captions, watches), with two differences:
 
 - **it holds the stream's lease first** (:mod:`lucy.cluster.leases`) and writes only through stores fenced by it:
@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from lucy.cluster.registry import ClusterRegistry
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest import FrameStores
@@ -33,9 +34,9 @@ from lucy.ingest.lock import Holder
 from lucy.memory.postgres_store import PostgresMemoryStore
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, StreamProgress
-from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerMessage
-from lucy.service.registry import StreamSpec
-from lucy.service.worker import PROGRESS_EVERY_SECONDS, StreamRun
+from lucy.runtime.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerMessage
+from lucy.runtime.registry import StreamSpec
+from lucy.runtime.worker import PROGRESS_EVERY_SECONDS, StreamRun
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +215,6 @@ class StreamOwner:
 
     def _record_end(self, db: PostgresMemoryStore, end: RunEnd) -> None:
         """Keep how the run ended in the wanted streams' table: replicas read it there once this owner is gone."""
-        from lucy.cluster.manager import ClusterRegistry
-
         for _ in range(10):
             try:
                 ClusterRegistry(db).set_ended(self.spec.name, end)

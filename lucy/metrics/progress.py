@@ -5,7 +5,7 @@ A recording (:class:`lucy.recorder.StreamRecorder`) measures as it works: the in
 Those live counters freeze into a :class:`StreamProgress` (each knows its own ``snapshot()``), and that record is
 what every reader gets, unchanged: the CLI's progress line, the stream worker's reports to the server (the record
 itself crosses the pipe), the API's stream status, the Prometheus exporter, MQTT status and the dashboard's history.
-The API's JSON view of it is made in one place (:mod:`lucy.service.status`).
+The API's JSON view of it is made in one place (:mod:`lucy.runtime.status`).
 
 Frozen and picklable; nothing here imports the rest of Lucy.
 """

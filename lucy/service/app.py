@@ -14,6 +14,8 @@ from fastapi import FastAPI
 from lucy import __version__
 from lucy.config import LucySettings
 from lucy.memory.store import MemoryStore
+from lucy.runtime.protocol import RuntimeFactory
+from lucy.runtime.streams import StreamManager
 from lucy.service import http_errors, state
 from lucy.service.auth import TokenGuard
 from lucy.service.guards import BodyLimit, HostGuard
@@ -21,10 +23,12 @@ from lucy.service.headers import SecurityHeaders
 from lucy.service.routes import ROUTERS, dashboard, docs
 
 
-def create_app(settings: LucySettings, *, memory: MemoryStore | None = None) -> FastAPI:
-    """The ASGI app. Startup opens the stores (``memory`` if given) and resumes the registered streams."""
+def create_app(settings: LucySettings, *, memory: MemoryStore | None = None,
+               runtime: RuntimeFactory = StreamManager) -> FastAPI:
+    """The ASGI app. Startup opens the stores (``memory`` if given), builds the stream runtime (``runtime``: worker
+    processes on this machine, unless ``lucy serve`` picked another) and resumes the registered streams."""
     app = FastAPI(
-        title="Lucy", version=__version__, lifespan=state.lifespan(settings, memory),
+        title="Lucy", version=__version__, lifespan=state.lifespan(settings, memory, runtime),
         docs_url=None, redoc_url=None,  # served from Lucy's own files (lucy.service.routes.docs), not a CDN
         description="Ask questions about video streams while they record. `model` in the OpenAI-compatible "
                     "endpoints names a stream. With service.api_token set, send `Authorization: Bearer <token>`.")

@@ -25,11 +25,12 @@ from typing import Any
 from sse_starlette import ServerSentEvent
 
 from lucy.config import Level
+from lucy.errors import InvalidStream, StreamNotFound
 from lucy.query.events import QuestionAnswer, QuestionStep, StepBegun, StepProgress
 from lucy.query.trace import progress_line
 from lucy.service import conversation, sse
 from lucy.service.conversation import Kind, MemoryGlance, Reading
-from lucy.service.errors import InvalidRequest, ModelNotFound, NotFound, in_band_error
+from lucy.service.errors import InvalidRequest, ModelNotFound, in_band_error
 from lucy.service.schemas import ChatRequest
 from lucy.text import clip_words, estimate_tokens
 
@@ -122,10 +123,10 @@ async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaita
     ``chat.completion`` object, or a stream of ``chat.completion.chunk`` events when ``body.stream``."""
     try:
         await asyncio.to_thread(svc.manager.require, body.model)
-    except NotFound:
+    except StreamNotFound:
         raise ModelNotFound(f"the model {body.model!r} does not exist: models are stream names (GET /v1/models)",
                             param="model") from None
-    except InvalidRequest as err:
+    except InvalidStream as err:
         raise InvalidRequest(str(err), param="model") from None
     reading = read_request(body, svc.settings.service.max_question_chars)
     reply = _Reply(body.model)

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from lucy.errors import LucyError
+from lucy.errors import InvalidStream, LucyError, StreamConflict, StreamError, StreamNotFound
 from lucy.redaction import redact_url
 
 
@@ -92,6 +92,23 @@ class InsufficientStorage(ServiceError):
     code = "insufficient_storage"
 
 
+# --------------------------------------------------------------------------------------- domain errors
+
+# What each refusal of the stream runtime (lucy.errors) answers: the runtime knows no HTTP statuses.
+_DOMAIN: tuple[tuple[type[StreamError], type[ServiceError]], ...] = (
+    (StreamNotFound, NotFound), (StreamConflict, Conflict), (InvalidStream, InvalidRequest))
+
+
+def domain_error(err: BaseException) -> ServiceError | None:
+    """The service error (and so the HTTP status) a domain error of the layers below amounts to, or None when
+    ``err`` is not one of them: :class:`lucy.errors.StreamNotFound` is 404, :class:`lucy.errors.StreamConflict`
+    409, :class:`lucy.errors.InvalidStream` 422. The message is kept."""
+    for domain, service in _DOMAIN:
+        if isinstance(err, domain):
+            return service(str(err))
+    return None
+
+
 # --------------------------------------------------------------------------------------- the JSON shape
 
 _CODES = {400: "bad_request", 401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed",
@@ -107,7 +124,8 @@ def error_body(status: int, message: str, code: str | None = None, *, detail: An
     (their exceptions show its ``message``; ``param`` names the request field at fault, when one is)."""
     kind = "invalid_request_error" if status < 500 else "server_error"
     return {"detail": message if detail is None else detail,
-            "error": {"message": message, "type": kind, "param": param, "code": code or _CODES.get(status, str(status))}}
+            "error": {"message": message, "type": kind, "param": param,
+                      "code": code or _CODES.get(status, str(status))}}
 
 
 def error_headers(err: ServiceError) -> dict[str, str]:
@@ -220,7 +238,7 @@ def in_band_error(err: BaseException, what: str) -> tuple[int, dict[str, Any]]:
     """``(status, error_body)`` for an error met after a streamed reply (SSE) has started, when it can only be
     sent in-band. Unexpected errors are logged with their traceback and shown by type only."""
     if not isinstance(err, ServiceError):
-        err = service_error_for(err) or err
+        err = service_error_for(err) or domain_error(err) or err
     if isinstance(err, ServiceError):
         return err.status, error_body(err.status, str(err), err.code, param=err.param)
     if isinstance(err, LucyError):

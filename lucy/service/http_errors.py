@@ -1,8 +1,10 @@
 """How ``lucy serve`` answers errors: always JSON, in the shape of :func:`lucy.service.errors.error_body`
 (``detail`` for plain clients, an OpenAI-style ``error`` object so that OpenAI clients show the message).
 
-- :class:`ServiceError`: its status; a locked memory store, a full disk or no descriptors left, wherever they
-  surfaced (:func:`service_error_for`), take precedence: 503 with ``Retry-After``, 507, 503;
+- :class:`ServiceError`, and the domain errors of the layers below (:func:`lucy.service.errors.domain_error`: an
+  unknown stream 404, a conflicting one 409, a bad one 422): its status; a locked memory store, a full disk or no
+  descriptors left, wherever they surfaced (:func:`service_error_for`), take precedence: 503 with ``Retry-After``,
+  507, 503;
 - any other :class:`LucyError` (bad input or environment): 422 with its message, credentials redacted;
 - validation errors: 422 with FastAPI's list of problems as ``detail``, and OpenAI's ``param``; on the
   OpenAI-compatible routes the message names fields as OpenAI does (``messages[0].role: Field required``);
@@ -22,9 +24,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lucy.errors import LucyError
+from lucy.errors import LucyError, StreamError
 from lucy.redaction import redact_url
-from lucy.service.errors import InvalidRequest, ServiceError, error_body, error_headers, service_error_for
+from lucy.service.errors import (
+    InvalidRequest,
+    ServiceError,
+    domain_error,
+    error_body,
+    error_headers,
+    service_error_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,7 @@ log = logging.getLogger(__name__)
 def install(app: FastAPI) -> None:
     """Attach the error handlers to ``app``."""
     app.add_exception_handler(ServiceError, _service_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StreamError, _domain_error)  # type: ignore[arg-type]
     app.add_exception_handler(LucyError, _lucy_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
@@ -57,6 +67,11 @@ def _environment(request: Request, err: Exception) -> JSONResponse | None:
 
 async def _service_error(request: Request, err: ServiceError) -> JSONResponse:
     return _environment(request, err) or answer(err)
+
+
+async def _domain_error(request: Request, err: StreamError) -> JSONResponse:
+    found = domain_error(err)
+    return _environment(request, err) or answer(found if found is not None else InvalidRequest(redact_url(str(err))))
 
 
 async def _lucy_error(request: Request, err: LucyError) -> JSONResponse:

@@ -14,8 +14,8 @@ from urllib.parse import quote
 import numpy as np
 
 from lucy.errors import StoreError
+from lucy.runtime.events import node_json
 from lucy.service.errors import NotFound
-from lucy.service.events import node_json
 from lucy.service.state import Service
 
 

@@ -45,8 +45,8 @@ from lucy import __version__
 from lucy.config.settings import MqttSettings
 from lucy.errors import LucyError
 from lucy.redaction import redact_url
-from lucy.service.errors import InvalidRequest, ServiceError
-from lucy.service.messages import StreamState
+from lucy.runtime.messages import StreamState
+from lucy.service.errors import InvalidRequest, ServiceError, domain_error
 
 log = logging.getLogger(__name__)
 
@@ -361,8 +361,9 @@ class MqttBridge:
         except asyncio.CancelledError:
             raise
         except (ServiceError, LucyError) as err:
+            status = getattr(domain_error(err) or err, "status", 422)  # an unknown stream: 404, as over HTTP
             self.post(topic, _json({"id": qid, "stream": stream, "error": redact_url(str(err)),
-                                    "status": getattr(err, "status", 422)}))
+                                    "status": status}))
         except Exception as err:
             log.exception("mqtt question about %s failed", stream)
             self.post(topic, _json({"id": qid, "stream": stream, "error": f"internal error: {type(err).__name__}",

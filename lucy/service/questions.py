@@ -44,6 +44,7 @@ from lucy.query.events import (
     StepProgress,
 )
 from lucy.redaction import redact_url
+from lucy.runtime.protocol import StreamRuntime
 from lucy.service.errors import (
     ClientGone,
     Conflict,
@@ -53,7 +54,6 @@ from lucy.service.errors import (
     Unavailable,
     service_error_for,
 )
-from lucy.service.streams import StreamManager
 from lucy.untrusted import normalise_question
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class QuestionService:
     """Validates questions, bounds how many run at once (per stream and in all), and runs them on the
     question loop."""
 
-    def __init__(self, settings: LucySettings, manager: StreamManager, memory: MemoryStore) -> None:
+    def __init__(self, settings: LucySettings, manager: StreamRuntime, memory: MemoryStore) -> None:
         self.settings = settings
         self.manager = manager
         self.memory = memory

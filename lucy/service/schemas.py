@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lucy.config import CaptionerBackend
-from lucy.service.messages import StreamState
+from lucy.runtime.messages import StreamState
 from lucy.untrusted import normalise_question
 
 
@@ -77,7 +77,7 @@ class QuestionCounts(BaseModel):
 
 
 class StreamStatus(BaseModel):
-    """A stream's state and progress (made by :func:`lucy.service.status.stream_status` from the stream's one
+    """A stream's state and progress (made by :func:`lucy.runtime.status.stream_status` from the stream's one
     progress record). ``source`` is shown with credentials redacted."""
 
     name: str

@@ -14,7 +14,9 @@ from lucy.config.settings import is_loopback_host
 from lucy.errors import LucyError
 from lucy.ingest.lock import Holder, serve_lock
 from lucy.redaction import RedactingFilter, redacting_handler
-from lucy.service.registry import StreamRegistry
+from lucy.runtime.protocol import RuntimeFactory
+from lucy.runtime.registry import StreamRegistry
+from lucy.runtime.streams import StreamManager
 
 
 def check_bind(settings: LucySettings) -> None:
@@ -62,27 +64,26 @@ def _server_class() -> type:
     return Server
 
 
-def serve(settings: LucySettings) -> int:
-    """Serve until SIGINT / SIGTERM; streams stop cleanly and resume at the next start."""
+def serve(settings: LucySettings, runtime: RuntimeFactory = StreamManager) -> int:
+    """Serve until SIGINT / SIGTERM, with the stream runtime ``runtime`` (chosen by ``lucy serve``); streams stop
+    cleanly and resume at the next start."""
     import uvicorn
 
     from lucy.service.app import create_app
 
     check_bind(settings)
-    if settings.cluster.enabled:  # join the cluster first: a wrong address is one clear line, not a failed start
-        from lucy.cluster.manager import connect
-
-        connect(settings)
     # One server per data directory: a second one would resume the same streams (two writers each).
     with serve_lock(settings.data, Holder.this_process("lucy serve")):
         StreamRegistry(settings.data).load()  # a damaged stream list stops the start with one clear line
         _logging()
         s = settings.service
-        app = create_app(settings)
+        app = create_app(settings, runtime=runtime)
         config = uvicorn.Config(app, host=s.host, port=s.port, log_config=None, access_log=False,
                                 timeout_graceful_shutdown=30, lifespan="on")
         server = _server_class()(config)
-        print(f"lucy: serving {settings.data} on http://{s.host}:{s.port} (dashboard at /, API docs at /docs)",
-              file=sys.stderr, flush=True)
+        from lucy.allocator import in_use
+
+        print(f"lucy: serving {settings.data} on http://{s.host}:{s.port} (dashboard at /, API docs at /docs; "
+              f"allocator {in_use()})", file=sys.stderr, flush=True)
         server.run()
     return 0 if server.started else 1

@@ -22,10 +22,11 @@ from lucy.ingest import FrameStore, FrameStores
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
 from lucy.metrics import MetricsExporter
+from lucy.runtime.events import EventBus
+from lucy.runtime.protocol import RuntimeFactory, StreamRuntime
+from lucy.runtime.streams import StreamManager
 from lucy.service.errors import NotFound
-from lucy.service.events import EventBus, NodeAnnouncer
 from lucy.service.questions import QuestionService
-from lucy.service.streams import StreamManager
 from lucy.wiring import open_frames
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class Service:
     frames: FrameStores
     memory: MemoryStore
     bus: EventBus
-    manager: StreamManager
+    manager: StreamRuntime  # the streams, local or on a cluster: the service knows only the protocol
     questions: QuestionService
     exporter: MetricsExporter
     index: MemoryIndex  # memory search by words and meaning
@@ -47,7 +48,6 @@ class Service:
     readers: dict[str, FrameStore] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     mqtt: Any = None
-    listener: Any = None  # a cluster replica's NodeListener (lucy.cluster.listener)
     alerts: Any = None  # the AlertFollower (lucy.watch.delivery), which delivers the workers' alerts
 
     def reader(self, name: str) -> FrameStore:
@@ -70,22 +70,16 @@ def service(request: Request) -> Service:
     return request.app.state.svc
 
 
-def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> Service:
-    """The service of ``settings.data``: its stores (``memory`` if given), the stream manager, the questions and
-    the memory search. Every node stored through the memory store is announced on the event bus (MQTT, the
-    dashboard)."""
+def build_service(settings: LucySettings, memory: MemoryStore | None = None,
+                  runtime: RuntimeFactory = StreamManager) -> Service:
+    """The service of ``settings.data``: its stores (``memory`` if given), the stream runtime (``runtime``: worker
+    processes on this machine unless ``lucy serve`` hands in another), the questions and the memory search."""
     from lucy.wiring import open_memory
 
     bus = EventBus()
     frames = open_frames(settings)
     store = memory or open_memory(settings)
-    if settings.cluster.enabled:  # a cluster's replicas hear of every node from PostgreSQL (see start)
-        from lucy.cluster.manager import ClusterStreamManager  # ray is only needed on a cluster
-
-        manager: StreamManager = ClusterStreamManager(settings, store, bus, frames=frames)
-    else:
-        store.add_observer(NodeAnnouncer(bus))
-        manager = StreamManager(settings, store, bus, frames=frames)
+    manager = runtime(settings, store, bus, frames=frames)
     questions = QuestionService(settings, manager, store)
     # Search and questions share one index (one embedder in memory, one vector cache), made before any question
     # runs and closed with the questions' backends. Without an embedder, memory is searched by words only.
@@ -94,7 +88,7 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None) -> 
                    exporter=MetricsExporter(), index=index)
 
 
-def lifespan(settings: LucySettings, memory: MemoryStore | None = None,
+def lifespan(settings: LucySettings, memory: MemoryStore | None = None, runtime: RuntimeFactory = StreamManager,
              ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """The app's lifespan: build the service, resume the registered streams and start the background tasks;
     at shutdown stop them, the streams, the questions (and their backends) and the memory store, in that
@@ -102,7 +96,7 @@ def lifespan(settings: LucySettings, memory: MemoryStore | None = None,
 
     @contextlib.asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
-        svc = await asyncio.to_thread(build_service, settings, memory)
+        svc = await asyncio.to_thread(build_service, settings, memory, runtime)
         app.state.svc = svc
         await start(svc)
         try:
@@ -115,18 +109,16 @@ def lifespan(settings: LucySettings, memory: MemoryStore | None = None,
 
 async def start(svc: Service) -> None:
     settings = svc.settings
+    # Every node stored (by this server's questions, its workers, or anywhere on a cluster) is announced on the
+    # event bus (MQTT, the dashboard).
+    svc.manager.announce_nodes()
     if settings.service.resume_streams:
         resumed = await asyncio.to_thread(svc.manager.resume)
         if resumed:
             log.info("resumed %d stream(s): %s", len(resumed), ", ".join(resumed))
     svc.tasks.append(asyncio.create_task(_sample_forever(svc), name="sample"))
-    if settings.cluster.enabled:  # a cluster's frames are kept by the bucket's lifecycle rules: no retention pass
-        from lucy.cluster.listener import NodeListener
-
-        dsn = settings.memory.postgres_dsn
-        assert dsn is not None  # a cluster's settings name its database
-        svc.listener = NodeListener(svc.memory, dsn.get_secret_value(), svc.bus).start()  # type: ignore[arg-type]
-        _deliver_on_cluster(svc)
+    if svc.manager.replicated:  # a cluster's frames are kept by the bucket's lifecycle rules: no retention pass
+        _deliver_once_per_deployment(svc)
     else:
         from lucy.ingest.retention import RetentionMaintainer
 
@@ -146,8 +138,8 @@ async def start(svc: Service) -> None:
 
 def _follow_alerts(svc: Service) -> None:
     """Deliver the alerts the stream workers store: SSE (the bus), MQTT when enabled, and webhooks."""
-    from lucy.watch.delivery import AlertFollower, BusSink
     from lucy.metrics.stats import DeliveryStats
+    from lucy.watch.delivery import AlertFollower, BusSink
 
     stats = DeliveryStats()
     svc.alerts = AlertFollower(svc.memory, [BusSink(svc.bus, stats), *_outward_sinks(svc, stats)],
@@ -173,10 +165,9 @@ def _outward_sinks(svc: Service, stats: Any) -> list[Any]:
     return sinks
 
 
-def _deliver_on_cluster(svc: Service) -> None:
-    """A cluster replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one
-    replica that holds the delivery duty (:mod:`lucy.cluster.duties`)."""
-    from lucy.cluster.duties import hold_duty
+def _deliver_once_per_deployment(svc: Service) -> None:
+    """A replica pushes alerts to its own SSE clients; the MQTT bridge and the webhooks run on the one replica that
+    holds the delivery duty (:meth:`StreamRuntime.hold_duty`)."""
     from lucy.metrics.stats import DeliveryStats
     from lucy.watch.delivery import AlertFollower, BusSink
 
@@ -201,8 +192,7 @@ def _deliver_on_cluster(svc: Service) -> None:
                 await svc.mqtt.close()
                 svc.mqtt = None
 
-    svc.tasks.append(asyncio.create_task(
-        hold_duty(svc.memory, settings.cluster.lease_seconds, deliver), name="delivery"))  # type: ignore[arg-type]
+    svc.tasks.append(asyncio.create_task(svc.manager.hold_duty(deliver), name="delivery"))
 
 
 def _wall_start(svc: Service, name: str) -> float | None:
@@ -219,9 +209,7 @@ async def stop(svc: Service) -> None:
     for task in svc.tasks:
         task.cancel()
     await asyncio.gather(*svc.tasks, return_exceptions=True)
-    await asyncio.to_thread(svc.manager.shutdown)
-    if svc.listener is not None:
-        await asyncio.to_thread(svc.listener.stop)
+    await asyncio.to_thread(svc.manager.shutdown)  # a cluster replica's node listener stops with it
     await asyncio.to_thread(svc.questions.close)  # closes the embedder the search shares
     await asyncio.to_thread(svc.memory.close)
 

@@ -47,18 +47,17 @@ import numpy as np
 from lucy.config import Level, LucySettings
 from lucy.ingest.frames import FrameStore, FrameStores
 from lucy.memory.captioners.base import Captioner
-from lucy.memory.embedders import Embedder
+from lucy.memory.embedders import Embedder, EmbedderError
 from lucy.memory.listeners import BuilderLoop, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
-from lucy.memory.embedders import EmbedderError
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
+from lucy.memory.watches import Alert, AlertLevel, Watch
+from lucy.metrics.stats import WatchStats
 from lucy.query.memory_view import heard_text
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
 from lucy.query.reasoners.lexical_watch import watch_subject
 from lucy.text import terms
-from lucy.memory.watches import Alert, AlertLevel, Watch
-from lucy.metrics.stats import WatchStats
 
 log = logging.getLogger(__name__)
 

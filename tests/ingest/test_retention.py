@@ -64,9 +64,9 @@ def assert_no_black(clip: Clip) -> None:
 
 def assert_disk_matches_rule(store: ZarrFrameStore) -> None:
     """Every frame the retention record keeps is on disk, and no other is."""
-    times = store._all_times()  # noqa: SLF001  (the test looks at every chunk, kept or not)
+    times = store._all_times()  # private: the test looks at every chunk, kept or not
     kept = kept_mask(times, 0, len(times), store.retention_state())
-    on_disk = np.array([store._chunk_path(i).is_file() for i in range(len(times))])  # noqa: SLF001
+    on_disk = np.array([store._chunk_path(i).is_file() for i in range(len(times))])
     np.testing.assert_array_equal(on_disk, kept)
 
 
@@ -120,8 +120,8 @@ def test_thin_and_drop_free_disk_and_reads_skip_deleted_frames(settings, videos)
 def test_a_crash_between_publishing_and_deleting_is_finished_later(settings, videos):
     store = ingest(settings, videos["short"], "s")
     total = store.stored_bytes()
-    times = store._all_times()  # noqa: SLF001  (the test looks at every chunk, kept or not)
-    victims = [store._chunk_path(i) for i in range(len(times)) if times[i] < 15.0]  # noqa: SLF001
+    times = store._all_times()
+    victims = [store._chunk_path(i) for i in range(len(times)) if times[i] < 15.0]
     saved = {p: p.read_bytes() for p in victims[::2]}
     freed = store.drop_before(15.0)
     for path, body in saved.items():  # as if the maintainer died after deleting every other chunk
@@ -262,7 +262,7 @@ def test_guard_keeps_frame_bytes_under_max_bytes_oldest_first(tmp_path, videos):
 
 def _small_disk(monkeypatch: pytest.MonkeyPatch, *, total: int, free: int) -> None:
     """The data directory's disk as the maintainer sees it: ``total`` bytes, ``free`` of them free."""
-    usage = shutil._ntuple_diskusage(total, total - free, free)  # noqa: SLF001  (what disk_usage returns)
+    usage = shutil._ntuple_diskusage(total, total - free, free)  # what disk_usage returns
     monkeypatch.setattr(retention.shutil, "disk_usage", lambda _path: usage)
 
 
@@ -309,7 +309,8 @@ def test_frames_not_yet_captioned_are_kept(tmp_path, videos):
     memory = SQLiteMemoryStore.for_data(settings)
     try:
         raw = settings.model_copy(update={"captioner": settings.captioner.model_copy(update={"backend": "none"})})
-        maintainer = RetentionMaintainer(settings, memory=memory, settings_for=lambda n: raw if n == "raw" else settings,
+        maintainer = RetentionMaintainer(settings, memory=memory,
+                                         settings_for=lambda n: raw if n == "raw" else settings,
                                          frames=open_frames(settings))
         report = maintainer.run_once()
         store = ZarrFrameStore.open(settings.data, "cam")
@@ -336,16 +337,16 @@ def test_settings_refuse_keep_below_full():
 
 
 def test_a_streams_own_ages_are_validated(tmp_path):
-    from lucy.service.errors import InvalidRequest
-    from lucy.service.registry import StreamSpec
-    from lucy.service.streams import stream_settings
+    from lucy.errors import InvalidStream
+    from lucy.runtime.registry import StreamSpec
+    from lucy.runtime.streams import stream_settings
 
     settings = load_settings(data=tmp_path, **{"retention.full_seconds": 600.0, "retention.keep_seconds": 3600.0})
     spec = StreamSpec(name="cam", source="/x.mp4", preset="live", captioner="none", retention_keep_seconds=7200.0)
     own = stream_settings(settings, spec).retention
     assert (own.full_seconds, own.keep_seconds) == (600.0, 7200.0)
     assert settings.retention.keep_seconds == 3600.0
-    with pytest.raises(InvalidRequest, match="keep_seconds"):
+    with pytest.raises(InvalidStream, match="keep_seconds"):
         stream_settings(settings, StreamSpec(name="cam", source="/x.mp4", preset="live", captioner="none",
                                              retention_keep_seconds=60.0))
 

@@ -15,13 +15,12 @@ import av.error
 import pytest
 
 from lucy.config import load_settings
-from lucy.errors import SourceError
+from lucy.errors import InvalidStream, SourceError
 from lucy.ingest import Ingestor, ZarrFrameStore, list_streams, open_source
 from lucy.ingest.roots import LOCAL_FILE_OPTIONS, _concat_entries, _ffmpeg_token, _hls_entries, check_local_source
 from lucy.memory.sqlite_store import SQLiteMemoryStore
-from lucy.service.errors import InvalidRequest
-from lucy.service.events import EventBus
-from lucy.service.streams import StreamManager
+from lucy.runtime.events import EventBus
+from lucy.runtime.streams import StreamManager
 from lucy.synth import write_video
 from lucy.wiring import open_frames
 
@@ -107,7 +106,7 @@ def test_ingest_refuses_what_points_outside_the_roots(tmp_path, tree, name, entr
 def test_api_check_refuses_what_points_outside_the_roots(tmp_path, tree, name, entry):
     settings = _settings(tmp_path, [tree["root"]])
     manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
-    with pytest.raises(InvalidRequest) as refused:
+    with pytest.raises(InvalidStream) as refused:
         manager.check_source(str(tree["root"] / name))
     assert entry in str(refused.value)
 

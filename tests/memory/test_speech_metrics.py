@@ -5,8 +5,8 @@ from __future__ import annotations
 from lucy.metrics import CaptionCallStats, MetricsExporter, QuestionStats, StreamProgress
 from lucy.metrics.progress import SpeechProgress
 from lucy.metrics.stats import StreamSample
+from lucy.runtime.status import stream_status
 from lucy.service.schemas import StreamStatus
-from lucy.service.status import stream_status
 
 
 def sample(progress: StreamProgress) -> StreamSample:

@@ -24,9 +24,9 @@ from lucy.memory.postgres_store import PostgresMemoryStore, redact_dsn, search_q
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.store import MemoryObserver, MemoryStore, text_hash
-from lucy.wiring import open_existing_memory, open_memory
-from lucy.testing.postgres import PG_PASSWORD  # the server's password, which must never be shown
 from lucy.memory.watches import Alert
+from lucy.testing.postgres import PG_PASSWORD  # the server's password, which must never be shown
+from lucy.wiring import open_existing_memory, open_memory
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

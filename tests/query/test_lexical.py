@@ -296,10 +296,12 @@ def test_the_colour_of_text_on_screen_all_the_time_is_of_no_moment():
 def test_a_colour_the_picture_turned_is_its_background_not_a_sign_of_that_colour():
     """"When the scene turned pink": the moment with a pink background, not the one whose sign is written in pink,
     even when that one is known in finer detail."""
-    pink_sign = MemoryItem(1, "ultra_fine", 266, 268, 'Scenes:\n- 266.0-269.0 s: mostly orange background (colours: orange '
-                                                '94%)\nOn-screen text:\n- "ZONE 8" (centre, pink letters on orange)')
-    pink_scene = MemoryItem(2, "coarse", 1200, 1260, 'Scenes:\n- 1230.0-1237.0 s: mostly pink background (colours: pink '
-                                                   '91%)\nOn-screen text:\n- "QUAY 6" (centre, white letters on pink)')
+    pink_sign = MemoryItem(1, "ultra_fine", 266, 268,
+                           'Scenes:\n- 266.0-269.0 s: mostly orange background (colours: orange 94%)\n'
+                           'On-screen text:\n- "ZONE 8" (centre, pink letters on orange)')
+    pink_scene = MemoryItem(2, "coarse", 1200, 1260,
+                            'Scenes:\n- 1230.0-1237.0 s: mostly pink background (colours: pink 91%)\n'
+                            'On-screen text:\n- "QUAY 6" (centre, white letters on pink)')
     options = ("TOWER B", "QUAY 6", "ARCH 11", "ZONE 8")
     for text in ("When the scene turned pink, which location did the sign show?",
                  "Which place did the sign name while the picture was pink?"):
@@ -311,7 +313,8 @@ def test_what_came_up_as_the_sign_went_is_of_the_time_of_the_sign():
     """The sign showed for two seconds and the squares came up right after it: "at the time of the VOUCHER line"
     finds them in the memory that begins as the sign's ends, not in squares of the same kind a while later."""
     sign = MemoryItem(1, "ultra_fine", 818, 820, 'On-screen text:\n- "RAMP 4" (centre, green letters on gray)\n'
-                                                 '- "VOUCHER NP-8259" (centre)\nObjects: 1 white square (bottom centre)')
+                                                 '- "VOUCHER NP-8259" (centre)\n'
+                                                 'Objects: 1 white square (bottom centre)')
     after = MemoryItem(2, "ultra_fine", 820, 822, "On-screen text:\n- none readable\nObjects: 1 white square (bottom "
                                                   "centre); 2 yellow squares (bottom right, 820.0-821.5 s)")
     later = MemoryItem(3, "ultra_fine", 900, 902, "On-screen text:\n- none readable\nObjects: 3 teal squares (bottom "
@@ -417,8 +420,10 @@ def test_an_answer_from_a_moment_that_lacks_part_of_the_question_is_not_sure():
 def test_what_is_asked_is_read_at_the_time_the_question_gives():
     """"The background while a sign said CLOSING": the sign was read at 3249 s, when the picture was orange; the
     rest of the caption's ten seconds was brown, behind the camera's name and its white square."""
-    scenes = ("Scenes:\n- {a}-3248.0 s: mostly brown background (colours: brown 99%)\n- scene change at about 3249.0 s\n"
-              "- 3249.0{b} s: mostly orange background (colours: orange 91%)\nOn-screen text:\n- \"CAM 5 YARD\" (bottom "
+    scenes = ("Scenes:\n- {a}-3248.0 s: mostly brown background (colours: brown 99%)\n"
+              "- scene change at about 3249.0 s\n"
+              "- 3249.0{b} s: mostly orange background (colours: orange 91%)\n"
+              "On-screen text:\n- \"CAM 5 YARD\" (bottom "
               "right, white letters on brown, seen {a}-3248.0 s)\n- \"ZONE8\" (centre, green letters on orange, seen "
               "3249.0{b} s)\n- \"BIKE ZK-1676\" (centre, white letters on black, seen 3249.0{b} s)\n- \"CLOSING\" "
               "(bottom centre, white letters on black, seen 3249.0{b} s)\nObjects: 1 white square (bottom left, "
@@ -433,11 +438,12 @@ def test_what_is_asked_is_read_at_the_time_the_question_gives():
 def test_what_else_was_on_screen_as_the_moment_was_placed_is_not_what_is_asked_about():
     """The squares came up as the LOT sign went: the white square on screen with the sign says nothing of the
     corner of the teal squares, read right after it in the same caption."""
-    memory = [MemoryItem(1, "fine", 525, 535, "Scenes:\n- 525.0-534.0 s: mostly brown background (colours: brown 98%)\n"
+    memory = [MemoryItem(1, "fine", 525, 535, "Scenes:\n- 525.0-534.0 s: mostly brown background "
+                                              "(colours: brown 98%)\n"
                                               "On-screen text:\n- \"WEST YARD\" (centre, pink letters on brown, seen "
-                                              "527.0-529.0 s)\n- \"LOT OTTER\" (centre, seen 527.0-529.0 s)\nObjects: 1 "
-                                              "white square (bottom right, 525.0-529.0 s); 5 teal squares (top right, "
-                                              "530.0-533.0 s)")]
+                                              "527.0-529.0 s)\n- \"LOT OTTER\" (centre, seen 527.0-529.0 s)\n"
+                                              "Objects: 1 white square (bottom right, 525.0-529.0 s); "
+                                              "5 teal squares (top right, 530.0-533.0 s)")]
     q = Question("In which corner were the teal squares when the LOT code was on screen?",
                  ("bottom left", "top left", "bottom right", "top right"))
     assert answer(q, memory).answer == "top right"

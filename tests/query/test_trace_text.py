@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lucy.text import clip_words, counted
 from lucy.query.trace import TraceStep, progress_line
+from lucy.text import clip_words, counted
 
 INSTRUCTION = "needed to answer: At what time does the train to the harbour leave platform seven, as the " \
               "announcement said it would?"

@@ -23,15 +23,15 @@ import numpy as np
 import pytest
 
 from lucy.config import load_settings
-from lucy.wiring import open_frames
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.postgres_store import PostgresMemoryStore
+from lucy.memory.watches import Alert
 from lucy.synth import Overlay, write_video
 from lucy.testing.postgres import PostgresServer
 from lucy.testing.ray_cluster import LocalCluster
 from lucy.testing.seaweedfs import ACCESS_KEY, BUCKET, SECRET_KEY
 from lucy.testing.waiting import wait_for
-from lucy.memory.watches import Alert
+from lucy.wiring import open_frames
 
 VIDEO_SECONDS = 40
 STORED_FPS = 2.0  # the live preset's finest rate: frames a whole run stores per media second

@@ -1,4 +1,4 @@
-"""One vocabulary of stream states (:class:`lucy.service.messages.StreamState`): ``lucy streams``, the API and the
+"""One vocabulary of stream states (:class:`lucy.runtime.messages.StreamState`): ``lucy streams``, the API and the
 metrics say the same word for a stream, whichever process writes it. A stream that no server runs reads as its
 frame store and its writer lock tell: written now (``lucy ingest`` in another process) it is ``recording`` or
 ``catching_up``, never ``stopped``; a live ingest ended with Ctrl-C is ``stopped``; a file read to its end
@@ -19,10 +19,10 @@ from lucy.ingest.lock import stream_lock
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.metrics import StreamProgress
 from lucy.metrics.progress import IngestProgress
-from lucy.service.events import EventBus
-from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit, stored_state
-from lucy.service.registry import StreamSpec
-from lucy.service.streams import ManagedStream, StreamManager
+from lucy.runtime.events import EventBus
+from lucy.runtime.messages import RunEnd, StateChange, StreamState, WorkerExit, stored_state
+from lucy.runtime.registry import StreamSpec
+from lucy.runtime.streams import ManagedStream, StreamManager
 from lucy.wiring import open_frames
 
 

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from lucy.config import load_settings
+from lucy.errors import InvalidStream
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.metrics import (
@@ -25,13 +26,13 @@ from lucy.metrics import (
     StreamProgress,
     StreamSample,
 )
+from lucy.runtime.events import EventBus, NodeAnnouncer
+from lucy.runtime.messages import RunEnd, StateChange, StreamState, WorkerExit
+from lucy.runtime.registry import StreamRegistry, StreamSpec
+from lucy.runtime.streams import ManagedStream, StreamManager
 from lucy.service.chat import answer_text, read_request
 from lucy.service.errors import InvalidRequest
-from lucy.service.events import EventBus, NodeAnnouncer
-from lucy.service.messages import RunEnd, StateChange, StreamState, WorkerExit
-from lucy.service.registry import StreamRegistry, StreamSpec
 from lucy.service.schemas import ChatRequest
-from lucy.service.streams import ManagedStream, StreamManager
 from lucy.wiring import open_frames
 
 
@@ -190,7 +191,7 @@ def test_source_checks(tmp_path: Path) -> None:
         "file://evil.example/etc/passwd", str(video.parent), f"{video}\n", "rtsp:///nohost", "",
     ]
     for source in refused:
-        with pytest.raises(InvalidRequest):
+        with pytest.raises(InvalidStream):
             manager.check_source(source)
 
 

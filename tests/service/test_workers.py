@@ -16,10 +16,10 @@ from lucy.config import load_settings
 from lucy.ingest import ZarrFrameStore
 from lucy.ingest.lock import Holder, stream_lock
 from lucy.metrics import CaptionCall, StreamProgress
-from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState
-from lucy.service.registry import StreamSpec
-from lucy.service.streams import RestartBackoff
-from lucy.service.worker import StreamRun, _Pipe
+from lucy.runtime.messages import BusEvent, RunEnd, StateChange, StreamState
+from lucy.runtime.registry import StreamSpec
+from lucy.runtime.streams import RestartBackoff
+from lucy.runtime.worker import StreamRun, _Pipe
 from lucy.testing.waiting import free_port
 from tests.service.conftest import LucyServer, wait_for
 

@@ -11,8 +11,8 @@ from typing import Any
 from lucy.config import load_settings
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.memory.watches import Alert, Watch
-from lucy.watch.delivery import AlertFollower
 from lucy.metrics.stats import DeliveryStats
+from lucy.watch.delivery import AlertFollower
 
 
 class Recorder:

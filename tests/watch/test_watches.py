@@ -204,8 +204,8 @@ def test_a_failing_embedder_leaves_speech_to_words(tmp_path, caplog):
     memory = SQLiteMemoryStore.for_data(settings)
     watch = memory.add_watch("hall", "Is there an announcement about the shuttle?")
     memory.add_many([MemoryNode("hall", "coarse", 0, 60, "Scenes:\n- 0.0-60.0 s: mostly gray background"),
-                     MemoryNode("hall", "speech", 0, 60, format_transcript([
-                         TranscriptLine(12.0, 15.0, "Attention, please. The shuttle to terminal B is now departing.")]))])
+                     MemoryNode("hall", "speech", 0, 60, format_transcript([TranscriptLine(
+                         12.0, 15.0, "Attention, please. The shuttle to terminal B is now departing.")]))])
     memory.set_watch_progress(watch.id, 0.0)
     checker = WatchChecker(settings, "hall", memory, LexicalReasoner(), None, open_frames(settings),
                            embedder=_DownEmbedder())

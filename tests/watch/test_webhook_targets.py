@@ -14,8 +14,8 @@ import pytest
 from lucy.config import load_settings
 from lucy.errors import WebhookRefused
 from lucy.memory.watches import Alert, Watch
-from lucy.watch.delivery import WebhookSink
 from lucy.metrics.stats import DeliveryStats
+from lucy.watch.delivery import WebhookSink
 from lucy.watch.targets import WebhookPolicy
 from tests.service.test_watches import receiver
 

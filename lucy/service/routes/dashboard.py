@@ -20,8 +20,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from lucy.config import CAPTIONER_BACKENDS, PRESETS
 from lucy.service import sse
 from lucy.service.errors import NotFound
+from lucy.service.live_feed import DashboardFeed, LatestFrames, status_changes
 from lucy.service.state import Service, service
-from lucy.service.status import DashboardFeed, LatestFrames, status_changes
 
 router = APIRouter(tags=["dashboard"])
 

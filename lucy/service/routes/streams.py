@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from lucy.runtime.protocol import RetentionAges
 from lucy.service.schemas import History, StreamCreate, StreamList, StreamStatus
 from lucy.service.state import service
 
@@ -17,8 +18,10 @@ router = APIRouter(tags=["streams"])
              responses={409: {"description": "Name taken"}, 422: {"description": "Bad name or source"}})
 async def create_stream(body: StreamCreate, request: Request) -> dict[str, Any]:
     svc = service(request)
+    ages = body.retention  # the API's body type stays here: the runtime takes its own
+    retention = RetentionAges(ages.full_seconds, ages.keep_seconds) if ages is not None else None
     stream = await asyncio.to_thread(svc.manager.add, body.name, body.source, preset=body.preset,
-                                     captioner=body.captioner, realtime=body.realtime, retention=body.retention)
+                                     captioner=body.captioner, realtime=body.realtime, retention=retention)
     return await asyncio.to_thread(stream.status)
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from lucy.errors import StreamNotFound
 from lucy.memory.store import MAX_ID
 from lucy.service import sse
 from lucy.service.errors import NotFound
@@ -32,7 +33,7 @@ def _valid_name(svc: Service, name: str) -> None:
     """422 for a name no stream may have; a valid name is enough (the stream may start later)."""
     try:
         svc.manager.require(name)
-    except NotFound:
+    except StreamNotFound:
         pass
 
 
@@ -40,7 +41,7 @@ def _known(svc: Service, name: str) -> None:
     """422 for a bad name; 404 unless the stream exists or has watches waiting for it."""
     try:
         svc.manager.require(name)
-    except NotFound:
+    except StreamNotFound:
         if not svc.memory.watches(name):
             raise
 

@@ -1,19 +1,19 @@
 """The stream manager: several streams ingesting at once, each in a worker process with its caption builder.
 
 Each stream's recording (:class:`lucy.recorder.StreamRecorder`: its ingestor and coarse caption builder) runs in a
-process of its own (:mod:`lucy.service.worker`) at a lower scheduling priority (``service.ingest_nice``,
+process of its own (:mod:`lucy.runtime.worker`) at a lower scheduling priority (``service.ingest_nice``,
 ``service.ingest_sched_idle``), so that questions, answered in the server's process at normal priority, stay
 fast while streams ingest at full speed on a small machine. A thread of the server reads each worker's typed
-reports (:mod:`lucy.service.messages`): its progress record, the memory nodes it stores (for MQTT and the
+reports (:mod:`lucy.runtime.messages`): its progress record, the memory nodes it stores (for MQTT and the
 dashboard), its captioner requests (for the metrics).
 
-States (:class:`lucy.service.messages.StreamState`): ``starting`` (opening the source) -> ``recording`` (frames
+States (:class:`lucy.runtime.messages.StreamState`): ``starting`` (opening the source) -> ``recording`` (frames
 arriving from a live source or a realtime file) or ``catching_up`` (a file read faster than real time) <->
 ``reconnecting`` (a live source stopped delivering; it reconnects with backoff) -> ``finished`` (a file was read to
 its end), ``stopped`` (by ``DELETE`` or server shutdown) or ``failed`` (with a redacted error). A stream only stored
 in the data directory reads as its store and its writer lock tell (``recording`` / ``catching_up`` while
 ``lucy ingest`` writes it). The list of streams is kept in the data
-directory (:mod:`lucy.service.registry`); streams in it are resumed when the server starts again. A worker that
+directory (:mod:`lucy.runtime.registry`); streams in it are resumed when the server starts again. A worker that
 dies without ending its run (killed by the OS, crashed in native code) is restarted with backoff (``restarts``);
 the stream's writer lock (:mod:`lucy.ingest.lock`) keeps any other writer out meanwhile.
 """
@@ -24,6 +24,7 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 
 from lucy.config import CAPTIONER_BACKENDS, PRESETS, LucySettings
 from lucy.config.settings import RetentionSettings
-from lucy.errors import SourceError, StoreError
+from lucy.errors import InvalidStream, SourceError, StoreError, StreamConflict, StreamNotFound
 from lucy.ingest import FrameStores, check_stream_name
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
@@ -40,13 +41,12 @@ from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, split_source_ur
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
 from lucy.redaction import redact_source, redact_url
-from lucy.service.errors import Conflict, InvalidRequest, NotFound
-from lucy.service.events import EventBus
-from lucy.service.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerExit
-from lucy.service.registry import StreamRegistry, StreamSpec
-from lucy.service.schemas import StreamRetention
-from lucy.service.status import history_point, stored_captions, stored_progress, stored_stream_state, stream_status
-from lucy.service.worker import WorkerProcess
+from lucy.runtime.events import EventBus, NodeAnnouncer
+from lucy.runtime.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerExit
+from lucy.runtime.protocol import RetentionAges, StreamRuntime
+from lucy.runtime.registry import StreamRegistry, StreamSpec
+from lucy.runtime.status import history_point, stored_captions, stored_progress, stored_stream_state, stream_status
+from lucy.runtime.worker import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ _ENDED = frozenset({StreamState.FINISHED, StreamState.STOPPED, StreamState.FAILE
 
 def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
     """The server's settings with a stream's own preset, captioner and retention ages (validated: a stream's
-    keep_seconds below its full_seconds is refused with :class:`InvalidRequest`)."""
+    keep_seconds below its full_seconds is refused with :class:`InvalidStream`)."""
     captioner = settings.captioner.model_copy(update={"backend": spec.captioner})
     retention = settings.retention
     ages = {k: v for k, v in (("full_seconds", spec.retention_full_seconds),
@@ -67,7 +67,7 @@ def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
             retention = RetentionSettings.model_validate({**retention.model_dump(), **ages})
         except ValidationError as err:
             problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
-            raise InvalidRequest(f"stream {spec.name!r}: {problems}") from None
+            raise InvalidStream(f"stream {spec.name!r}: {problems}") from None
     return settings.model_copy(update={"preset": spec.preset, "captioner": captioner, "retention": retention})
 
 
@@ -114,7 +114,7 @@ class ManagedStream:
 
     def start(self) -> None:
         if self.active:
-            raise Conflict(f"stream {self.name!r} is already running")
+            raise StreamConflict(f"stream {self.name!r} is already running")
         self.error = self.lost = None
         self.progress = StreamProgress()
         self.started_at, self.ended_at = time.time(), None
@@ -294,7 +294,7 @@ class RestartBackoff:
         return delay
 
 
-class StreamManager:
+class StreamManager(StreamRuntime):
     """All streams of one server. Thread-safe; blocking methods are meant for worker threads."""
 
     stream_type: type[ManagedStream] = ManagedStream
@@ -310,6 +310,7 @@ class StreamManager:
         self._streams: dict[str, ManagedStream] = {}
         self.questions: dict[str, QuestionStats] = {}  # of streams the server does not ingest
         self.caption_calls: dict[str, CaptionCallStats] = {}
+        self._announcing = False
 
     # ------------------------------------------------------------------------------------ lookup
 
@@ -340,13 +341,14 @@ class StreamManager:
         return names
 
     def require(self, name: str) -> str:
-        """``name`` if such a stream exists (422 for a bad name, 404 for an unknown one)."""
+        """``name`` if such a stream exists (:class:`InvalidStream` for a bad name, :class:`StreamNotFound` for an
+        unknown one)."""
         try:
             check_stream_name(name)
         except StoreError as err:
-            raise InvalidRequest(str(err)) from None
+            raise InvalidStream(str(err)) from None
         if self.get(name) is None and not self.frames.exists(name):
-            raise NotFound(f"no stream named {name!r}")
+            raise StreamNotFound(f"no stream named {name!r}")
         return name
 
     def settings_for(self, name: str) -> LucySettings:
@@ -380,7 +382,7 @@ class StreamManager:
         try:
             info = self.frames.open(name).info()
         except StoreError:
-            raise NotFound(f"no stream named {name!r}") from None
+            raise StreamNotFound(f"no stream named {name!r}") from None
         return stream_status(name, info.source, stored_progress(info, self.memory), self.question_stats(name),
                              state=stored_stream_state(self.settings.data, info), lost=info.lost)
 
@@ -389,7 +391,7 @@ class StreamManager:
         for name in self.names():
             try:
                 rows.append(self.status(name))
-            except NotFound:
+            except StreamNotFound:
                 continue  # removed meanwhile
         return rows
 
@@ -412,77 +414,77 @@ class StreamManager:
     # ------------------------------------------------------------------------------------ changes
 
     def check_source(self, source: str) -> str:
-        """Refuse sources the server cannot or may not read (422), before anything is started."""
+        """Refuse sources the server cannot or may not read (:class:`InvalidStream`), before anything is started."""
         if not source.strip() or len(source) > MAX_SOURCE_CHARS or any(c in source for c in "\r\n\0"):
-            raise InvalidRequest("source must be a file path or an rtsp://, http:// or https:// URL")
+            raise InvalidStream("source must be a file path or an rtsp://, http:// or https:// URL")
         try:  # split once, here: a URL that cannot be split is refused with a message that quotes none of it
             parts = split_source_url(source) if "://" in source else None
         except SourceError as err:
-            raise InvalidRequest(str(err)) from None
+            raise InvalidStream(str(err)) from None
         scheme = parts.scheme.lower() if parts is not None else ""
         if scheme and scheme not in (*LIVE_SCHEMES, "file"):
-            raise InvalidRequest(f"unsupported source scheme {scheme!r}: use a file path, rtsp://, rtsps://, "
+            raise InvalidStream(f"unsupported source scheme {scheme!r}: use a file path, rtsp://, rtsps://, "
                                  f"http:// or https://")
         if parts is not None and scheme in LIVE_SCHEMES:
             if not parts.hostname:
-                raise InvalidRequest(f"source URL {redact_url(source)!r} has no host")
+                raise InvalidStream(f"source URL {redact_url(source)!r} has no host")
             return source
         if parts is not None and scheme == "file":
             if parts.netloc not in ("", "localhost"):
-                raise InvalidRequest("file:// URLs must name a local path")
+                raise InvalidStream("file:// URLs must name a local path")
             path = Path(parts.path)
         else:
             path = Path(source)
         if not path.is_absolute():
-            raise InvalidRequest("a file source must be an absolute path")
+            raise InvalidStream("a file source must be an absolute path")
         resolved = path.resolve()
         roots = [Path(r).resolve() for r in self.settings.service.allowed_source_roots]
         if roots and not any(resolved.is_relative_to(root) for root in roots):
-            raise InvalidRequest(f"{path} is outside the directories this server may read "
+            raise InvalidStream(f"{path} is outside the directories this server may read "
                                  f"(service.allowed_source_roots)")
         if not resolved.is_file():
-            raise InvalidRequest(f"no such video file: {path}")
+            raise InvalidStream(f"no such video file: {path}")
         if roots:
             # What a playlist or concat list names must be inside the roots too (the worker checks it again
             # when it opens the file, in case it changes meanwhile).
             try:
                 check_local_source(resolved, roots)
             except SourceError as err:
-                raise InvalidRequest(str(err)) from None
+                raise InvalidStream(str(err)) from None
         try:  # refused here, not by a worker that would leave a failed stream behind
             check_picture_size(str(resolved), self.settings.ingest)
         except SourceError as err:
-            raise InvalidRequest(str(err)) from None
+            raise InvalidStream(str(err)) from None
         return str(resolved)
 
     def add(self, name: str, source: str, *, preset: str | None = None, captioner: str | None = None,
-            realtime: bool = False, retention: StreamRetention | None = None) -> ManagedStream:
-        """Register a stream and start it (201), or restart a stopped one with the same source."""
+            realtime: bool = False, retention: RetentionAges | None = None) -> ManagedStream:
+        """Register a stream and start it, or restart a stopped one with the same source."""
         try:
             check_stream_name(name)
         except StoreError as err:
-            raise InvalidRequest(str(err)) from None
+            raise InvalidStream(str(err)) from None
         preset = preset or self.settings.preset
         if preset not in PRESETS:
-            raise InvalidRequest(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+            raise InvalidStream(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
         captioner = captioner or self.settings.captioner.backend
         if captioner not in CAPTIONER_BACKENDS:
-            raise InvalidRequest(f"unknown captioner {captioner!r}; choose one of: {', '.join(CAPTIONER_BACKENDS)}")
+            raise InvalidStream(f"unknown captioner {captioner!r}; choose one of: {', '.join(CAPTIONER_BACKENDS)}")
         source = self.check_source(source)
         if (ended := self._streams.get(name)) is not None:
             ended.settle()  # a stream shown as finished may still be closing its worker: not "already running"
         with self._lock:
             existing = self._streams.get(name)
             if existing is not None and existing.active:
-                raise Conflict(f"a stream named {name!r} is already running")
+                raise StreamConflict(f"a stream named {name!r} is already running")
             running = sum(1 for s in self._streams.values() if s.active)
             if running >= self.settings.service.max_streams:
-                raise Conflict(f"this server already runs {running} streams (service.max_streams)")
+                raise StreamConflict(f"this server already runs {running} streams (service.max_streams)")
             self._check_stored(name, source, preset, existing)
             try:  # answer at once rather than start a worker that fails: `lucy ingest` or another server writes it
                 probe(stream_lock(self.settings.data, name))
             except LockHeld as err:
-                raise Conflict(str(err)) from None
+                raise StreamConflict(str(err)) from None
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime,
                               retention_full_seconds=retention.full_seconds if retention else None,
                               retention_keep_seconds=retention.keep_seconds if retention else None)
@@ -504,10 +506,10 @@ class StreamManager:
             return
         held = self.frames.open(name)
         if not held.holds_source(source):
-            raise Conflict(f"stream {name!r} already holds another source ({redact_url(held.info().source)}); "
+            raise StreamConflict(f"stream {name!r} already holds another source ({redact_url(held.info().source)}); "
                            f"choose another name, or delete it with ?purge=true")
         if existing is not None and existing.spec.preset != preset:
-            raise Conflict(f"stream {name!r} was built with preset {existing.spec.preset!r}, not {preset!r}")
+            raise StreamConflict(f"stream {name!r} was built with preset {existing.spec.preset!r}, not {preset!r}")
 
     def resume(self) -> list[str]:
         """Start every registered stream (at server start)."""
@@ -517,7 +519,7 @@ class StreamManager:
                 continue
             try:
                 stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
-            except InvalidRequest as err:  # the server's retention changed under the stream's own ages
+            except InvalidStream as err:  # the server's retention changed under the stream's own ages
                 log.warning("%s; the stream is resumed with the server's retention ages", err)
                 spec = replace(spec, retention_full_seconds=None, retention_keep_seconds=None)
                 stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
@@ -561,11 +563,11 @@ class StreamManager:
             try:  # the frames of a stream that another process writes are not deleted under it
                 probe(stream_lock(self.settings.data, name))
             except LockHeld as err:
-                raise Conflict(str(err)) from None
+                raise StreamConflict(str(err)) from None
         if stream is not None:
             stream.stop()
             if stream.active:
-                raise Conflict(f"stream {name!r} is still stopping; try again")
+                raise StreamConflict(f"stream {name!r} is still stopping; try again")
         self.registry.remove(name)
         status = stream.status() if stream is not None else self._stored_status(name)
         with self._lock:  # no longer the server's: what it stored stays (listed as stopped) unless purged
@@ -586,7 +588,7 @@ class StreamManager:
             with stream_lock(self.settings.data, name).acquire(wait_seconds=0.5):  # no writer starts meanwhile
                 self.frames.delete(name)
         except LockHeld as err:
-            raise Conflict(f"{err} (its frames were not deleted)") from None
+            raise StreamConflict(f"{err} (its frames were not deleted)") from None
         self.memory.delete_stream(name)
 
     def shutdown(self, timeout: float = 60.0) -> None:
@@ -597,3 +599,21 @@ class StreamManager:
         for stream in streams:
             stream.stop(timeout)
 
+
+    # ------------------------------------------------------------------------------------ deployment
+
+    @property
+    def replicated(self) -> bool:
+        """A single server: it alone serves its streams."""
+        return False
+
+    def announce_nodes(self) -> None:
+        """Announce every node stored through this server's memory store: the workers announce theirs on their
+        pipes (:class:`lucy.runtime.worker.WorkerProcess`), questions write theirs through this store."""
+        if not self._announcing:
+            self.memory.add_observer(NodeAnnouncer(self.bus))
+            self._announcing = True
+
+    async def hold_duty(self, work: Callable[[], Awaitable[None]]) -> None:
+        """A single server does its once-only work itself."""
+        await work()

@@ -7,7 +7,7 @@ priority (``service.ingest_nice``, ``service.ingest_sched_idle``), a stream uses
 leave; and a decoder that crashes takes down its stream, not the server.
 
 The worker records with the :class:`lucy.recorder.StreamRecorder` that ``lucy ingest`` uses, and reports over
-one pipe in the typed messages of :mod:`lucy.service.messages`.
+one pipe in the typed messages of :mod:`lucy.runtime.messages`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, StreamProgress
 from lucy.recorder import Outcome, RecorderObserver, StreamRecorder
 from lucy.redaction import redact_source, redacting_handler
-from lucy.service.messages import (
+from lucy.runtime.messages import (
     BusEvent,
     RunEnd,
     StateChange,
@@ -38,7 +38,7 @@ from lucy.service.messages import (
     WorkerExit,
     WorkerMessage,
 )
-from lucy.service.registry import StreamSpec
+from lucy.runtime.registry import StreamSpec
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Reporter(Protocol):
 
 class _Pipe:
     """The worker's end of the pipe: ``send`` is safe from any thread and never raises. It is also where the
-    memory store's node events (:class:`lucy.service.events.NodeAnnouncer`) and the captioner's requests
+    memory store's node events (:class:`lucy.runtime.events.NodeAnnouncer`) and the captioner's requests
     (:class:`lucy.memory.captioners.observed.ObservedCaptioner`) go, unchanged, on their way to the server."""
 
     def __init__(self, conn: Connection) -> None:
@@ -141,7 +141,7 @@ class StreamRun(RecorderObserver):
     def open_stores(self) -> tuple[MemoryStore, FrameStores]:
         """The memory store the run writes (closed when it ends; each node it stores is announced to the server)
         and its frame stores: the worker process's own, opened once (it is a composition root of its own)."""
-        from lucy.service.events import NodeAnnouncer
+        from lucy.runtime.events import NodeAnnouncer
         from lucy.wiring import open_frames, open_memory
 
         memory = open_memory(self.settings)

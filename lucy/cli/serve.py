@@ -43,9 +43,9 @@ def stream_runtime(settings: LucySettings) -> RuntimeFactory:
 
         connect(settings)
         return ClusterStreamManager
-    from lucy.runtime.streams import StreamManager
+    from lucy.wiring.runtime import local_runtime
 
-    return StreamManager
+    return local_runtime
 
 
 def demo(fast: Annotated[bool, typer.Option("--fast", help="Ingest as fast as possible instead of in real time.")]

@@ -201,6 +201,9 @@ class ClusterStreamManager(StreamManager):
 
     stream_type = OwnedStream
 
+    def _worker_args(self) -> tuple[()]:
+        return ()  # an owner opens its stores fenced by its lease (lucy.cluster.owner.OwnedRun)
+
     def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
                  frames: FrameStores) -> None:
         if not isinstance(memory, PostgresMemoryStore):

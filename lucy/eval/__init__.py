@@ -8,7 +8,7 @@ their own annotation files, answered by Lucy's engine, scored as their papers pr
 - :mod:`lucy.eval.subtitles`: Video-MME's subtitle files as speech memory;
 - :mod:`lucy.eval.samples`: small samples of each format around synthetic videos with known answers.
 
-``python -m lucy.eval videomme ANNOTATIONS --videos DIR`` runs one; :func:`run` is the same from Python.
+``lucy eval videomme ANNOTATIONS --videos DIR`` runs one; :func:`run` is the same from Python.
 """
 
 from __future__ import annotations

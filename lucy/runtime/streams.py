@@ -46,7 +46,7 @@ from lucy.runtime.messages import BusEvent, RunEnd, StateChange, StreamState, Wo
 from lucy.runtime.protocol import RetentionAges, StreamRuntime
 from lucy.runtime.registry import StreamRegistry, StreamSpec
 from lucy.runtime.status import history_point, stored_captions, stored_progress, stored_stream_state, stream_status
-from lucy.runtime.worker import WorkerProcess
+from lucy.runtime.worker import StoreOpener, WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,9 @@ class ManagedStream:
     worker_type: type = WorkerProcess  # what runs the stream's recording (a cluster follows an owner actor instead)
 
     def __init__(self, spec: StreamSpec, settings: LucySettings, memory: MemoryStore, bus: EventBus,
-                 frames: FrameStores) -> None:
+                 frames: FrameStores, worker_args: tuple[Any, ...] = ()) -> None:
         self.spec = spec
+        self.worker_args = worker_args  # what worker_type takes after (spec, settings): a local worker's store opener
         self.name = spec.name
         self.settings = stream_settings(settings, spec)
         self.memory = memory
@@ -121,7 +122,7 @@ class ManagedStream:
         self._state = StreamState.STARTING
         self._last_decoded = (0, time.monotonic())
         self._stopping.clear()
-        self._worker = self.worker_type(self.spec, self.settings)
+        self._worker = self.worker_type(self.spec, self.settings, *self.worker_args)
         self._thread = threading.Thread(target=self._follow, args=(self._worker,), name=f"stream-{self.name}",
                                         daemon=True)
         self._thread.start()
@@ -180,7 +181,7 @@ class ManagedStream:
             self.restarts += 1
             self.error = None
             self._last_decoded = (0, time.monotonic())
-            worker = self._worker = self.worker_type(self.spec, self.settings)
+            worker = self._worker = self.worker_type(self.spec, self.settings, *self.worker_args)
             log.info("stream %s: worker restarted (restart %d)", self.name, self.restarts)
         self.error, self.lost = end.error, end.lost
         self.ended_at = time.time()
@@ -300,10 +301,13 @@ class StreamManager(StreamRuntime):
     stream_type: type[ManagedStream] = ManagedStream
 
     def __init__(self, settings: LucySettings, memory: MemoryStore, bus: EventBus, *,
-                 frames: FrameStores) -> None:
+                 frames: FrameStores, worker_stores: StoreOpener | None = None) -> None:
+        """``worker_stores`` opens each worker process's own stores (:func:`lucy.wiring.open_worker_stores`;
+        needed once a stream is started)."""
         self.settings = settings
         self.memory = memory
         self.frames = frames
+        self.worker_stores = worker_stores
         self.bus = bus
         self.registry = StreamRegistry(settings.data)
         self._lock = threading.Lock()
@@ -311,6 +315,11 @@ class StreamManager(StreamRuntime):
         self.questions: dict[str, QuestionStats] = {}  # of streams the server does not ingest
         self.caption_calls: dict[str, CaptionCallStats] = {}
         self._announcing = False
+
+    def _worker_args(self) -> tuple[Any, ...]:
+        if self.worker_stores is None:
+            raise TypeError("StreamManager needs worker_stores to start a stream (lucy.wiring.open_worker_stores)")
+        return (self.worker_stores,)
 
     # ------------------------------------------------------------------------------------ lookup
 
@@ -488,7 +497,7 @@ class StreamManager(StreamRuntime):
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime,
                               retention_full_seconds=retention.full_seconds if retention else None,
                               retention_keep_seconds=retention.keep_seconds if retention else None)
-            stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
+            stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames, self._worker_args())
             # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
                 stream.questions, stream.caption_calls = existing.questions, existing.caption_calls
@@ -518,11 +527,11 @@ class StreamManager(StreamRuntime):
             if self.get(spec.name) is not None:
                 continue
             try:
-                stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
+                stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames, self._worker_args())
             except InvalidStream as err:  # the server's retention changed under the stream's own ages
                 log.warning("%s; the stream is resumed with the server's retention ages", err)
                 spec = replace(spec, retention_full_seconds=None, retention_keep_seconds=None)
-                stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames)
+                stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames, self._worker_args())
             with self._lock:
                 self._streams[spec.name] = stream
             refusal = self._writer_elsewhere(spec.name)

@@ -17,7 +17,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -104,6 +104,11 @@ class _Pipe:
         self.send(call)
 
 
+# How a worker opens its own stores (memory, frames): handed in by the composition root (lucy.wiring), so the runtime
+# never picks a backend itself.
+StoreOpener = Callable[[LucySettings], tuple[MemoryStore, FrameStores]]
+
+
 class StreamRun(RecorderObserver):
     """One run of a stream inside its worker: a :class:`StreamRecorder` whose progress goes to the server.
 
@@ -111,10 +116,12 @@ class StreamRun(RecorderObserver):
     builder retries a failing captioner), and errors end the run as ``failed`` with one redacted line.
     """
 
-    def __init__(self, spec: StreamSpec, settings: LucySettings, pipe: Reporter) -> None:
+    def __init__(self, spec: StreamSpec, settings: LucySettings, pipe: Reporter,
+                 stores: StoreOpener | None = None) -> None:
         self.spec = spec
         self.settings = settings
         self.pipe = pipe
+        self.stores = stores
         self.recorder: StreamRecorder | None = None
         self.failure: LucyError | None = None  # what ended the run, if an error of the source or the stores did
         self._stopping = threading.Event()
@@ -142,11 +149,12 @@ class StreamRun(RecorderObserver):
         """The memory store the run writes (closed when it ends; each node it stores is announced to the server)
         and its frame stores: the worker process's own, opened once (it is a composition root of its own)."""
         from lucy.runtime.events import NodeAnnouncer
-        from lucy.wiring import open_frames, open_memory
 
-        memory = open_memory(self.settings)
+        if self.stores is None:
+            raise TypeError("a local stream run needs a store opener (lucy.wiring.open_worker_stores)")
+        memory, frames = self.stores(self.settings)
         memory.add_observer(NodeAnnouncer(self.pipe))
-        return memory, open_frames(self.settings)
+        return memory, frames
 
     def holder(self) -> Holder:
         """Whom the stream's writer lock names: the server (the process to stop), not this worker (which the
@@ -192,16 +200,18 @@ class StreamRun(RecorderObserver):
         self.report(StateChange(StreamState.FINISHED))
 
 
-def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log_levels: tuple[int, int]) -> None:
+def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log_levels: tuple[int, int],
+                 stores: StoreOpener) -> None:
     """The worker process's entry point: run ``spec`` until its end or until the server says stop. ``log_levels``:
-    the server's root and ``lucy`` logger levels (``lucy serve -v`` reaches the workers too)."""
+    the server's root and ``lucy`` logger levels (``lucy serve -v`` reaches the workers too); ``stores`` opens the
+    worker's own stores."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the server stops us
     service = settings.service
     lower_thread_priority(service.ingest_nice, idle_policy=service.ingest_sched_idle)  # before any thread starts
     logging.basicConfig(level=log_levels[0], handlers=[redacting_handler(spec.source)], force=True)
     logging.getLogger("lucy").setLevel(log_levels[1])
     pipe = _Pipe(conn)
-    run = StreamRun(spec, settings, pipe)
+    run = StreamRun(spec, settings, pipe, stores)
 
     def listen() -> None:
         try:
@@ -229,12 +239,12 @@ def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log
 class WorkerProcess:
     """The server's handle on one stream's worker: starts it, reads its messages, stops it."""
 
-    def __init__(self, spec: StreamSpec, settings: LucySettings) -> None:
+    def __init__(self, spec: StreamSpec, settings: LucySettings, stores: StoreOpener) -> None:
         import multiprocessing
 
         # spawn, not fork: the server has threads (uvicorn, questions, MQTT) that a fork would copy half-held
         self._ctx = multiprocessing.get_context("spawn")
-        self.spec, self.settings = spec, settings
+        self.spec, self.settings, self.stores = spec, settings, stores
         self.process: Any = None
         self._conn: Connection | None = None
         self._lock = threading.Lock()
@@ -245,7 +255,8 @@ class WorkerProcess:
         self.process = self._ctx.Process(
             target=serve_stream, name=f"lucy-stream-{self.spec.name}", daemon=True,
             args=(self.spec, self.settings, there,
-                  (logging.getLogger().getEffectiveLevel(), logging.getLogger("lucy").getEffectiveLevel())))
+                  (logging.getLogger().getEffectiveLevel(), logging.getLogger("lucy").getEffectiveLevel()),
+                  self.stores))
         with self._lock:
             self._conn = here
         self.process.start()

@@ -15,16 +15,16 @@ from lucy import __version__
 from lucy.config import LucySettings
 from lucy.memory.store import MemoryStore
 from lucy.runtime.protocol import RuntimeFactory
-from lucy.runtime.streams import StreamManager
 from lucy.service import http_errors, state
 from lucy.service.auth import TokenGuard
 from lucy.service.guards import BodyLimit, HostGuard
 from lucy.service.headers import SecurityHeaders
 from lucy.service.routes import ROUTERS, dashboard, docs
+from lucy.wiring.runtime import local_runtime
 
 
 def create_app(settings: LucySettings, *, memory: MemoryStore | None = None,
-               runtime: RuntimeFactory = StreamManager) -> FastAPI:
+               runtime: RuntimeFactory = local_runtime) -> FastAPI:
     """The ASGI app. Startup opens the stores (``memory`` if given), builds the stream runtime (``runtime``: worker
     processes on this machine, unless ``lucy serve`` picked another) and resumes the registered streams."""
     app = FastAPI(

@@ -16,7 +16,7 @@ from lucy.ingest.lock import Holder, serve_lock
 from lucy.redaction import RedactingFilter, redacting_handler
 from lucy.runtime.protocol import RuntimeFactory
 from lucy.runtime.registry import StreamRegistry
-from lucy.runtime.streams import StreamManager
+from lucy.wiring.runtime import local_runtime
 
 
 def check_bind(settings: LucySettings) -> None:
@@ -64,7 +64,7 @@ def _server_class() -> type:
     return Server
 
 
-def serve(settings: LucySettings, runtime: RuntimeFactory = StreamManager) -> int:
+def serve(settings: LucySettings, runtime: RuntimeFactory = local_runtime) -> int:
     """Serve until SIGINT / SIGTERM, with the stream runtime ``runtime`` (chosen by ``lucy serve``); streams stop
     cleanly and resume at the next start."""
     import uvicorn

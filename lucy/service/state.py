@@ -24,10 +24,10 @@ from lucy.memory.store import MemoryStore
 from lucy.metrics import MetricsExporter
 from lucy.runtime.events import EventBus
 from lucy.runtime.protocol import RuntimeFactory, StreamRuntime
-from lucy.runtime.streams import StreamManager
 from lucy.service.errors import NotFound
 from lucy.service.questions import QuestionService
 from lucy.wiring import open_frames
+from lucy.wiring.runtime import local_runtime
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def service(request: Request) -> Service:
 
 
 def build_service(settings: LucySettings, memory: MemoryStore | None = None,
-                  runtime: RuntimeFactory = StreamManager) -> Service:
+                  runtime: RuntimeFactory = local_runtime) -> Service:
     """The service of ``settings.data``: its stores (``memory`` if given), the stream runtime (``runtime``: worker
     processes on this machine unless ``lucy serve`` hands in another), the questions and the memory search."""
     from lucy.wiring import open_memory
@@ -88,7 +88,7 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None,
                    exporter=MetricsExporter(), index=index)
 
 
-def lifespan(settings: LucySettings, memory: MemoryStore | None = None, runtime: RuntimeFactory = StreamManager,
+def lifespan(settings: LucySettings, memory: MemoryStore | None = None, runtime: RuntimeFactory = local_runtime,
              ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """The app's lifespan: build the service, resume the registered streams and start the background tasks;
     at shutdown stop them, the streams, the questions (and their backends) and the memory store, in that

@@ -48,6 +48,17 @@ def open_memory(settings: LucySettings) -> MemoryStore:
     return SQLiteMemoryStore.for_data(settings)
 
 
+def open_worker_stores(settings: LucySettings) -> tuple[MemoryStore, FrameStores]:
+    """A stream worker process's own stores (memory, frames): the worker is a composition root of its own, handed
+    this function by whoever starts it (it is pickled by name into the spawned process)."""
+    memory = open_memory(settings)
+    try:
+        return memory, open_frames(settings)
+    except BaseException:
+        memory.close()
+        raise
+
+
 def open_existing_memory(settings: LucySettings) -> MemoryStore | None:
     """The memory store, or None if it holds nothing yet (reading never creates one)."""
     if settings.memory.backend == "postgres":

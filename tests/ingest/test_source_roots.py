@@ -22,7 +22,7 @@ from lucy.memory.sqlite_store import SQLiteMemoryStore
 from lucy.runtime.events import EventBus
 from lucy.runtime.streams import StreamManager
 from lucy.synth import write_video
-from lucy.wiring import open_frames
+from lucy.wiring import open_frames, open_worker_stores
 
 SECONDS, FPS = 3.0, 10  # each generated clip: 3 s, so 6 frames at the default 2 fps
 
@@ -105,7 +105,8 @@ def test_ingest_refuses_what_points_outside_the_roots(tmp_path, tree, name, entr
 @pytest.mark.parametrize(("name", "entry"), OUTSIDE)
 def test_api_check_refuses_what_points_outside_the_roots(tmp_path, tree, name, entry):
     settings = _settings(tmp_path, [tree["root"]])
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     with pytest.raises(InvalidStream) as refused:
         manager.check_source(str(tree["root"] / name))
     assert entry in str(refused.value)
@@ -114,7 +115,8 @@ def test_api_check_refuses_what_points_outside_the_roots(tmp_path, tree, name, e
 @pytest.mark.parametrize("name", ["inside.m3u8", "inside.ffconcat"])
 def test_lists_that_stay_inside_are_ingested(tmp_path, tree, name):
     settings = _settings(tmp_path, [tree["root"]])
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     source = manager.check_source(str(tree["root"] / name))
     result = Ingestor(settings, source, "s", frames=open_frames(settings)).run()
     assert result.complete and result.lost is None
@@ -128,7 +130,8 @@ def test_a_list_changed_after_the_api_check_is_refused_when_opened(tmp_path, tre
     playlist = root / "list.ffconcat"
     playlist.write_text("ffconcat version 1.0\nfile clip.mp4\n")
     settings = _settings(tmp_path, [root])
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     source = manager.check_source(str(playlist))  # accepted
     os.symlink(tree["outside"] / "clip.mp4", root / "swapped.mp4")
     playlist.write_text("ffconcat version 1.0\nfile swapped.mp4\n")  # ... then changed before the worker opens it

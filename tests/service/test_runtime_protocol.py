@@ -21,7 +21,7 @@ from lucy.runtime.events import EventBus
 from lucy.runtime.protocol import RetentionAges, StreamRuntime
 from lucy.runtime.streams import StreamManager
 from lucy.service.errors import Conflict, InvalidRequest, NotFound, domain_error, in_band_error
-from lucy.wiring import open_frames
+from lucy.wiring import open_frames, open_worker_stores
 
 PACKAGE = Path(lucy.__file__).parent
 
@@ -61,7 +61,8 @@ def test_the_stream_runtime_modules_left_the_service() -> None:
 
 def test_the_runtime_refuses_with_domain_errors(tmp_path: Path) -> None:
     settings = load_settings(data=tmp_path / "data")
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     assert isinstance(manager, StreamRuntime)
     with pytest.raises(StreamNotFound):
         manager.require("nowhere")

@@ -23,7 +23,7 @@ from lucy.runtime.events import EventBus
 from lucy.runtime.messages import RunEnd, StateChange, StreamState, WorkerExit, stored_state
 from lucy.runtime.registry import StreamSpec
 from lucy.runtime.streams import ManagedStream, StreamManager
-from lucy.wiring import open_frames
+from lucy.wiring import open_frames, open_worker_stores
 
 
 @pytest.mark.parametrize("live, complete, lost, writing, expected", [
@@ -58,7 +58,8 @@ def test_streams_written_elsewhere_read_the_same_in_lucy_streams_and_the_api(tmp
     _store(frames, "porch", live=True)
     _store(frames, "clip", live=False, complete=True)
     _store(frames, "half", live=False, complete=False)
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
 
     def cli() -> dict[str, str]:
         done = run_lucy("streams", "--json", "--data", str(settings.data))
@@ -86,7 +87,7 @@ class _Reading:
 
     pid = None  # no process of its own
 
-    def __init__(self, spec: StreamSpec, settings: object) -> None:
+    def __init__(self, spec: StreamSpec, settings: object, stores: object = None) -> None:
         self.spec = spec
         self._stop = threading.Event()
 
@@ -107,7 +108,8 @@ def test_a_file_the_server_reads_is_catching_up_unless_paced(tmp_path: Path, rea
     video = tmp_path / "v.mp4"
     video.write_bytes(b"only the path is checked here")
     settings = load_settings(data=tmp_path / "data")
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     manager.stream_type = type("ReadingStream", (ManagedStream,), {"worker_type": _Reading})
     stream = manager.add("cam", str(video), realtime=realtime)
     try:

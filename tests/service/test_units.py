@@ -33,7 +33,7 @@ from lucy.runtime.streams import ManagedStream, StreamManager
 from lucy.service.chat import answer_text, read_request
 from lucy.service.errors import InvalidRequest
 from lucy.service.schemas import ChatRequest
-from lucy.wiring import open_frames
+from lucy.wiring import open_frames, open_worker_stores
 
 
 def _samples(exporter: MetricsExporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -182,7 +182,8 @@ def test_source_checks(tmp_path: Path) -> None:
     video.parent.mkdir()
     video.write_bytes(b"not really a video; only the path is checked here")
     settings = load_settings(data=tmp_path / "data", **{"service.allowed_source_roots": [str(video.parent)]})
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     assert manager.check_source(str(video)) == str(video.resolve())
     assert manager.check_source(f"file://{video}") == str(video.resolve())
     assert manager.check_source("rtsp://u:p@127.0.0.1:8554/x").startswith("rtsp://")
@@ -213,7 +214,7 @@ class _SlowToExit:
 
     pid = None  # no process of its own
 
-    def __init__(self, spec: StreamSpec, settings: object) -> None:
+    def __init__(self, spec: StreamSpec, settings: object, stores: object = None) -> None:
         self.spec = spec
 
     def messages(self):
@@ -232,7 +233,8 @@ def test_a_finished_stream_is_not_refused_as_running_while_its_worker_exits(tmp_
     video = tmp_path / "v.mp4"
     video.write_bytes(b"only the path is checked here")
     settings = load_settings(data=tmp_path / "data")
-    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings))
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
     manager.stream_type = type("SlowStream", (ManagedStream,), {"worker_type": _SlowToExit})
     stream = manager.add("cam", str(video))
     deadline = time.monotonic() + 10

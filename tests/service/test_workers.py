@@ -21,6 +21,7 @@ from lucy.runtime.registry import StreamSpec
 from lucy.runtime.streams import RestartBackoff
 from lucy.runtime.worker import StreamRun, _Pipe
 from lucy.testing.waiting import free_port
+from lucy.wiring import open_worker_stores
 from tests.service.conftest import LucyServer, wait_for
 
 
@@ -62,7 +63,7 @@ def test_a_worker_reports_in_typed_messages(tmp_path: Path, videos: dict[str, Pa
             if StateChange(StreamState.FINISHED) in sent and any(isinstance(m, CaptionCall) for m in sent):
                 threading.Thread(target=run.stop).start()
 
-    run = StreamRun(spec, settings, _Pipe(Connection()))  # type: ignore[arg-type]
+    run = StreamRun(spec, settings, _Pipe(Connection()), open_worker_stores)  # type: ignore[arg-type]
     end = run.run()
     assert end == RunEnd(StreamState.STOPPED)  # stopped while its captions were still pending
     assert all(isinstance(m, StreamProgress | CaptionCall | BusEvent | StateChange) for m in sent)

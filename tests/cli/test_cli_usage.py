@@ -172,7 +172,7 @@ def test_streams_is_a_table_and_follow_refreshes_it_until_ctrl_c(run_lucy, data)
         time.sleep(FOLLOW_SECONDS * 1.5)  # and a refresh after it
         assert follow.poll() is None  # still refreshing
         follow.send_signal(signal.SIGINT)
-        follow.wait(timeout=30)
+        follow.wait(timeout=120)  # a hang guard
     finally:
         if follow.poll() is None:
             follow.kill()

@@ -128,7 +128,7 @@ def test_another_reasoner_in_prose_reuses_the_memory(tmp_path: Path, embedded: L
 def test_resume_after_a_kill_asks_nothing_twice(tmp_path: Path, config_file: Path) -> None:
     sample = make_sample("lvbench", tmp_path / "sample", videos=2)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "lucy.eval", "lvbench", str(sample.annotations), "--videos", str(sample.videos),
+    cmd = [sys.executable, "-m", "lucy", "eval", "lvbench", str(sample.annotations), "--videos", str(sample.videos),
            "--out", str(out), "--config", str(config_file)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -113,8 +113,10 @@ def test_object_store_down_mid_ingest_is_ridden_over_without_losing_a_frame(tmp_
     commits_after: list[float] = []
 
     def restart() -> None:
-        weed.start()
+        # When the server is launched: a write may succeed as soon as its port answers, before start() returns
+        # from its readiness check, so that is the moment the first commit after the crash must follow.
         back.append(time.monotonic())
+        weed.start()
 
     restarter = threading.Timer(1.5, restart)
 

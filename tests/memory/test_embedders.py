@@ -206,7 +206,8 @@ def test_openai_model_id_changes_with_prefixes():
 ])
 def test_openai_faults_become_one_clear_error(reply, message):
     with ScriptedOpenAIServer([reply]) as server:
-        embedder = _openai(server, timeout_seconds=0.5)
+        # a short timeout only where the server is slow on purpose: on a busy machine 0.5 s can pass before a reply
+        embedder = _openai(server, timeout_seconds=0.5 if reply.delay else 30)
         with pytest.raises(EmbedderError, match=message) as caught:
             embedder.embed_passages(["a", "b", "c"])
         assert "sk-secret-key" not in str(caught.value)

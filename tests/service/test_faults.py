@@ -57,7 +57,7 @@ def test_captioner_outage_never_stalls_ingest(lucy_server: Callable[..., LucySer
         down.set()
         with server.client() as c:
             assert c.post("/v1/streams", json={"name": "alley", "source": str(videos["b"])}).status_code == 201
-            wait_for(lambda: server.stream("alley")["caption"]["failures"] >= 1, 60, "alley's captions to fail")
+            wait_for(lambda: server.stream("alley")["caption"]["failures"] >= 1, 180, "alley's captions to fail")
             r = c.delete("/v1/streams/alley", timeout=30)
         assert r.status_code == 200 and r.json()["state"] == "stopped"
 

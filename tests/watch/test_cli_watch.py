@@ -31,7 +31,7 @@ def lucy(*args: str, data: Path, **popen: object) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-def run(*args: str, data: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(*args: str, data: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "lucy", *args, "--data", str(data)], env=_env(),
                           capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -105,7 +105,7 @@ def test_ctrl_c_exits_130_and_the_watch_stays_registered(watched):
             assert watch.poll() is None and time.monotonic() < deadline, watch.communicate()
             time.sleep(0.2)
         watch.send_signal(signal.SIGINT)
-        out, err = watch.communicate(timeout=30)
+        out, err = watch.communicate(timeout=120)  # a hang guard: closing the stores on a busy machine takes a while
     finally:
         if watch.poll() is None:
             watch.kill()
@@ -134,10 +134,13 @@ def test_a_stream_that_does_not_exist_yet_is_said_and_waited_for(watched):
     data, *_ = watched
     watch = lucy("watch", "tell me when a ZEBRA shows up", "--stream", "camm", data=data)
     try:
-        time.sleep(3)
-        assert watch.poll() is None
+        said = ""  # wait for the line itself (starting the command may take longer than any fixed sleep)
+        while "no stream named" not in said and watch.poll() is None:
+            said += watch.stderr.readline()
+        assert watch.poll() is None, said
         watch.send_signal(signal.SIGINT)
-        _, err = watch.communicate(timeout=30)
+        _, err = watch.communicate(timeout=120)
+        err = said + err
     finally:
         if watch.poll() is None:
             watch.kill()
@@ -178,10 +181,14 @@ def test_until_finished_with_nothing_ingesting_checks_memory_and_exits(watched):
     # --follow: waits for an ingest to start (until Ctrl-C here).
     follow = lucy("watch", QUESTION, "--stream", "later", "--until-finished", "--follow", data=data)
     try:
-        time.sleep(3)
-        assert follow.poll() is None, follow.communicate()
+        said = ""  # the watch is registered already (the run above): it says it follows it, then waits
+        while "following it" not in said and follow.poll() is None:
+            said += follow.stderr.readline()
+        time.sleep(2)  # waiting, not exiting
+        assert follow.poll() is None, (said, follow.communicate())
         follow.send_signal(signal.SIGINT)
-        _, err = follow.communicate(timeout=30)
+        _, err = follow.communicate(timeout=120)
+        err = said + err
     finally:
         if follow.poll() is None:
             follow.kill()

@@ -1,9 +1,12 @@
 # The two commands a newcomer needs (see README): `make demo` and `make test`. Both set everything up first.
 .PHONY: setup demo test test-fast bench
 
-# Most tests wait on servers and child processes rather than compute, so more workers than cores pay; each test file
-# stays on one worker (--dist loadfile), so a module's servers start once. `make test PYTEST_WORKERS=8` to change it.
-PYTEST_WORKERS ?= 4
+# `make test` runs the suite in one process by default: on this 2-core machine four xdist workers took it from ~27 to
+# ~18 minutes, but under that load CLI tests saw `lucy watch` / `lucy streams --follow` not exit after Ctrl-C within
+# 120 s (not understood yet), so CI keeps the serial run. `make test PYTEST_WORKERS=4` runs it in parallel (each test
+# file on one worker, --dist loadfile, so a module's servers start once). The fast lane is parallel.
+PYTEST_WORKERS ?= 0
+FAST_WORKERS ?= 4
 
 setup:
 	@bash scripts/setup.sh
@@ -17,7 +20,7 @@ test: setup
 # The inner loop: unit and pipeline tests, no servers, browsers, cluster or child processes (tests/conftest.py marks
 # those `services`).
 test-fast: setup
-	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not services"
+	.venv/bin/python -m pytest -q -n $(FAST_WORKERS) --dist loadfile -m "not services"
 
 bench: setup
 	.venv/bin/python bench/ingest.py

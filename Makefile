@@ -2,9 +2,9 @@
 .PHONY: setup demo test test-fast bench
 
 # `make test` runs the suite in one process by default: on this 2-core machine four xdist workers took it from ~27 to
-# ~18 minutes, but under that load CLI tests saw `lucy watch` / `lucy streams --follow` not exit after Ctrl-C within
-# 120 s (not understood yet), so CI keeps the serial run. `make test PYTEST_WORKERS=4` runs it in parallel (each test
-# file on one worker, --dist loadfile, so a module's servers start once). The fast lane is parallel.
+# ~18 minutes, but under that load a few cluster and isolation tests outwait their limits, so CI keeps the serial
+# run. `make test PYTEST_WORKERS=4` runs it in parallel (each test file on one worker, --dist loadfile, so a module's
+# servers start once). The fast lane is parallel.
 PYTEST_WORKERS ?= 0
 FAST_WORKERS ?= 4
 

@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background by a shell without job control (`make test &`, a CI runner's `nohup ... &`) has
+# SIGINT ignored, and an ignored signal stays ignored in every child: the tests that press Ctrl-C on a `lucy`
+# command would wait for ever. Handled here, it is back to its default in each child the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from lucy.config import LucySettings, load_settings
 from lucy.testing.waiting import ServerUnavailable

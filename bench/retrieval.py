@@ -149,8 +149,11 @@ def ranked(embedder: LocalEmbedder, others: list[LocalEmbedder], splits: dict[st
         methods: dict[str, Callable[[str], list[int]]] = {
             "full-text only": lambda q: [h.node.id for h in words.search("bench", q, limit=3)],
             "vector only": vector_rank(hybrid),
-            "hybrid": lambda q: [h.node.id for h in hybrid.search("bench", q, limit=3)],
-            "hybrid, no floor": lambda q: [h.node.id for h in hybrid.search("bench", q, limit=3, floor=False)],
+            # as served: search_streams is what `lucy search` and the API call (the bench measured search alone,
+            # while served searches re-sorted its hits by score)
+            "hybrid": lambda q: [h.node.id for h in hybrid.search_streams(["bench"], q, limit=3)],
+            "hybrid, no floor": lambda q: [h.node.id for h in hybrid.search_streams(["bench"], q, limit=3,
+                                                                                    floor=False)],
         }
         for other in others:  # vector only, by the local embedder's other choices of models (for comparison)
             methods[f"  {'+'.join(other.settings.models)}"] = vector_rank(MemoryIndex(store, other))
@@ -161,7 +164,7 @@ def ranked(embedder: LocalEmbedder, others: list[LocalEmbedder], splits: dict[st
             table[name] = {split: top_k(rank, qs) for split, qs in queries.items()}
             print(f"    {name:<16} " + " ".join(f"{table[name][s][k]:>11.1%}" for s in splits for k in (0, 1)))
         for name, searches in (no_match or {}).items():
-            found = [len(hybrid.search("bench", q)) for q in searches]
+            found = [len(hybrid.search_streams(["bench"], q)) for q in searches]
             print(f"    (c) no good match, {name}: {found.count(0)} of {len(searches)} searches return nothing; the "
                   f"others list {sorted(n for n in found if n)} results")
         every = [q for pairs in splits.values() for _, q in pairs]

@@ -33,6 +33,11 @@ class Answerer:
         self.trace = trace
         self.question = question
 
+    def fits_whole(self, refs: Sequence[int]) -> bool:
+        """Whether the memories ``refs`` all fit the answer's prompt whole (then none is chosen by relevance)."""
+        question = self.question
+        return self.packer.fits_whole(lambda v: prompts.answer_prompt(question, v, final=False), refs)
+
     async def answer(self, refs: Sequence[int], *, final: bool) -> Attempt:
         """Answer from the memories ``refs`` (the most relevant, whole, when not all fit). A ``final`` answer is
         forced: the agent must answer, and the reply is never taken as confident."""

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from lucy.config import Level
 from lucy.ingest.frames import FrameStore
-from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.captioners.base import Captioner, CaptionerError, StoredSpan
 from lucy.memory.captioners.guard import CaptionerUnavailable
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import format_transcript
+from lucy.perception.describe import read_observations
 from lucy.query.memory_view import TIME_TOLERANCE, MemoryView
 
 
@@ -65,9 +66,16 @@ class SpanCaptioner:
                 return CaptionOutcome(None, expired_message(expired) if start < expired else None, False)
             # What was said in the span goes with its frames to a captioner that takes it (openai).
             said = format_transcript(self.view.heard_in(start, end)) if self.captioner.hears else ""
+            # ... and what the detect stage saw in it, to a captioner that takes that (pixels, openai).
+            observed = await asyncio.to_thread(read_observations, self.memory, self.frames.name, start, end) \
+                if self.captioner.sees else None
+            context: dict[str, object] = {"transcript": said} if said else {}
+            if observed is not None:
+                context["observed"] = observed
+            if self.captioner.looks_between:  # the span's frames at the stored rate, read where it needs them
+                context["stored"] = StoredSpan(self.frames, start, end)
             try:
-                caption = await self.captioner.describe(clip, instruction, level=Level(level),
-                                                        **({"transcript": said} if said else {}))
+                caption = await self.captioner.describe(clip, instruction, level=Level(level), **context)
             except CaptionerError as err:
                 self.down = f"captioner unavailable, answering from memory: {err}"
                 # A captioner the guard has marked unavailable was not called this time.

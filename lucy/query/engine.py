@@ -2,6 +2,10 @@
 
 For a question that arrives when the stream's frame store holds media up to ``horizon``:
 
+*. The question's kind (:mod:`lucy.query.kinds`: count, presence, time, order, text, speech, ...) picks an
+   operator (:mod:`lucy.query.operators`) over the stored tracks and counts and over the text sightings and
+   transcript lines of the memory already stored (coarse memory first of all); a confident answer ends the question
+   there, before any caption or agent call (VideoLucy's first step). Anything else goes on as below, unchanged.
 0. Coarse memory up to the horizon is gathered, on the coarse builder's grid (a finished stream's last span
    reaches its media end); coarse spans the builder has not captioned yet at the end (the *tail*, up to
    ``query.tail_max_spans``) are captioned now from the frame store. When even a short view
@@ -19,6 +23,8 @@ For a question that arrives when the stream's frame store holds media up to ``ho
    answer that :data:`STEADY_ROUNDS` rounds of looking closer where its evidence lies left unchanged.
 4. Otherwise a final answer is forced and marked not confident. When the last reply chose an option from the
    memories a final call would be shown, that choice stands without another call.
+5. An open question's answer that is a memory line becomes the sentence of the question's kind ("Gate 12 (the text
+   ... was seen ...)"), with the line kept in the reason.
 
 Every node a question makes is stored with origin ``question:<id>`` and parent links. A later question starts
 from all nodes inside its horizon and reuses deeper nodes instead of captioning a span again, so the same
@@ -46,15 +52,18 @@ from lucy.config import Level, LucySettings, Preset
 from lucy.errors import LucyError
 from lucy.ingest.frames import FrameStore, StreamInfo
 from lucy.memory.captioners.base import Captioner
-from lucy.memory.nodes import question_origin
+from lucy.memory.nodes import MemoryNode, question_origin
 from lucy.memory.store import MemoryStore
 from lucy.query import prompts
-from lucy.query.answering import Answerer
+from lucy.query.answering import Answerer, Attempt
+from lucy.query.briefing import question_brief
 from lucy.query.captioning import SpanCaptioner
+from lucy.query.kinds import Kind, asks_first, parse
 from lucy.query.localisation import Localiser
 from lucy.query.memory_view import MemoryView, coarse_grid
+from lucy.query.operators import OperatorAnswer, answer_question, restate
 from lucy.query.packing import PromptPacker
-from lucy.query.reasoners.base import AnswerReply, Question, Reasoner
+from lucy.query.reasoners.base import AnswerReply, EvidenceSpan, Question, Reasoner
 from lucy.query.result import done_step, make_result
 from lucy.query.search import SpanSearcher
 from lucy.query.semantic import QuestionSimilarity
@@ -108,7 +117,7 @@ class QueryEngine:
 
     def __init__(self, *, frames: FrameStore, memory: MemoryStore, reasoner: Reasoner, captioner: Captioner | None,
                  preset: Preset, config: QueryConfig | None = None, coarse_instruction: str = "",
-                 index: MemoryIndex | None = None) -> None:
+                 index: MemoryIndex | None = None, detector_labels: frozenset[str] | None = None) -> None:
         self.frames = frames
         self.memory = memory
         self.reasoner = reasoner
@@ -117,6 +126,9 @@ class QueryEngine:
         self.config = config or QueryConfig()
         self.coarse_instruction = coarse_instruction
         self.index = index  # similarity of memories to a question (None: ranking by words alone)
+        # What the stream's detector can name (None: not known, any COCO label): a count or presence question about
+        # anything else is never answered from observations, where "none seen" would mean nothing.
+        self.detector_labels = detector_labels
         self.stream = frames.name
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
@@ -184,6 +196,9 @@ class _QuestionLoop:
             raise LucyError("the question is empty")
         self.trace = trace or TraceRecorder()
         self.result: QueryResult | None = None
+        self.parsed = parse(self.text)  # its kind, subject and period (lucy.query.kinds)
+        self.nodes: list[MemoryNode] = []  # memory inside the horizon when the question arrived (set by _open)
+        self.operator: OperatorAnswer | None = None  # the operator's answer of the fast path, if any
         self._started = time.perf_counter()
         # The budget leaves room for one retry of a reply that did not validate.
         self.budget = max(MIN_BUDGET_TOKENS, self.config.context_budget_tokens - prompts.RETRY_RESERVE_TOKENS)
@@ -191,6 +206,19 @@ class _QuestionLoop:
     async def execute(self) -> AsyncIterator[TraceStep]:
         """Answer the question, yielding each step as it happens; ``result`` is set at the end."""
         await self._open()
+        # 0. a count, presence or summary question that what the detector observed answers: no captions, no agents
+        observed = await self._from_observations()
+        if observed is not None:
+            yield observed.step
+            if observed.confident:
+                yield await self._finish(observed.reply, confident=True)
+                return
+            if self.parsed.kind is Kind.BEYOND and not self.engine.reasoner.interprets:
+                # A reasoner that quotes and scores cannot say why, however closely the loop looks: the operator's
+                # honest account of what memory holds is the answer, not confident.
+                observed.step.detail += "; the reasoner cannot interpret beyond it: no backtracking"
+                yield await self._finish(observed.reply, confident=False)
+                return
         async for step in caption_tail(self.view, self.span_captioner, self.trace, max_spans=self.config.tail_max_spans,
                                        instruction=self.engine.coarse_instruction):
             yield step
@@ -198,18 +226,23 @@ class _QuestionLoop:
         if top_down:
             async for step in self.summaries.build():
                 yield step
-        await self.similarity.update()
 
-        # 1. answer from coarse memory (and what earlier questions found inside the horizon)
+        # 1. answer from coarse memory (and what earlier questions found inside the horizon). Meaning counts only
+        # where memories are ranked: here when not all of them fit the prompt whole, and from step 2 on. A question
+        # answered from memories that all fit needs no embedder (`lucy ask` then loads no model).
         shown = self.view.below_summaries()
+        if not self.answerer.fits_whole(shown):
+            await self.similarity.update()
         answer = await self.answerer.answer(shown, final=False)
         yield answer.step
         if answer.confident:
             yield await self._finish(answer.reply, confident=True)
             return
 
-        # 2. sparse initialisation
-        async for step in self.localiser.initialise(top_down, answer.reply.evidence if answer.reply else ()):
+        # 2. sparse initialisation (by the question's kind: every span of the period for a count or a "no")
+        await self.similarity.update()  # where to look closer is chosen by words and meaning
+        async for step in self.localiser.initialise(top_down, answer.reply.evidence if answer.reply else (),
+                                                    within=self._every_span(), earliest_first=asks_first(self.parsed)):
             yield step
 
         # 3. backtracking rounds
@@ -231,6 +264,12 @@ class _QuestionLoop:
             answer = await self.answerer.answer(shown, final=False)
             self.localiser.answered(answer.reply)
             yield answer.step
+            if not answer.confident and (read := await self._from_observations(self._nodes_now(), again=True)):
+                # What the round captioned may settle the question for the kind's operator, by its evidence.
+                yield read.step
+                if read.confident:
+                    yield await self._finish(read.reply, confident=True)
+                    return
             if answer.reply is not None:
                 unchanged = last is not None and same_answer(last, answer.reply) and self.localiser.found_last()
                 steady = steady + 1 if unchanged else 0
@@ -253,7 +292,73 @@ class _QuestionLoop:
         final = await self.answerer.answer(sorted(self.view.current), final=True)
         final.step.agent = "final"
         yield final.step
-        yield await self._finish(final.reply or last, confident=False)
+        reply = final.reply or last
+        operator = self.operator
+        if operator is not None and not self.options and not self.engine.reasoner.reads_observations and (
+                reply is None or (restate(self.parsed, reply.answer) is None and not operator.partial)):
+            # An open question: the operator's sentence rests on what was observed and read; a reasoner that never
+            # saw the observations can only quote a memory line. The quote stands where the kind's operator can read
+            # an answer in it (restate, in _finish), or where the operator's own evidence lacks some of what the
+            # question names (the quote, chosen over memory made closer, may hold it).
+            final.step.detail += f"; the {self.parsed.kind.value} operator's answer stands instead"
+            reply = self._reply(operator)
+        yield await self._finish(reply, confident=False)
+
+    def _every_span(self) -> tuple[float, float] | None:
+        """The period whose every coarse span the loop must look at: a count of an object class the detector
+        observed (one missed span misses some), or a "no" the operator gave without being sure of it (only all of
+        the period can make sure). Without an operator's answer the selecting agent chooses as before."""
+        parsed, operator = self.parsed, self.operator
+        if operator is None:
+            return None
+        if parsed.kind is Kind.COUNT or (parsed.kind is Kind.PRESENCE and operator.value is False):
+            return parsed.period.bounds(self.horizon)
+        return None
+
+    def _nodes_now(self) -> list[MemoryNode]:
+        """The memory the question sees now: what was stored when it arrived and what its rounds captioned since."""
+        known = {id(n) for n in self.nodes}
+        made = [item.node or MemoryNode(self.engine.stream, item.level, item.start, item.end, item.text)
+                for item in self.view.items.values() if item.node is None or id(item.node) not in known]
+        return [*self.nodes, *made]
+
+    @staticmethod
+    def _reply(found: OperatorAnswer) -> AnswerReply:
+        return AnswerReply(answer=found.answer, option_index=found.option_index, confident=found.confident,
+                           evidence=[EvidenceSpan(start=a, end=max(a, b)) for a, b in found.evidence],
+                           reason=f"{found.reason} (confidence {found.confidence:.2f})")
+
+    async def _from_observations(self, nodes: Sequence[MemoryNode] | None = None, *,
+                                 again: bool = False) -> Attempt | None:
+        """The answer of the operator for the question's kind (:mod:`lucy.query.operators`), or None when the
+        question is of another kind or about something the detector did not observe (then no step is recorded).
+        ``nodes``: the memory it reads (default: as it was when the question arrived); ``again``: a look after a
+        round, recorded only when it answers (an unchanged answer is no news)."""
+        parsed = self.parsed
+        engine = self.engine
+        started = time.perf_counter()
+        # Coarse memory (and what earlier questions left inside the horizon) as it was when the question arrived,
+        # or with what the rounds captioned since: its text sightings and transcript lines are what the text,
+        # speech and time operators read.
+        found = await asyncio.to_thread(answer_question, parsed, engine.memory, engine.stream,
+                                        horizon=self.horizon, nodes=self.nodes if nodes is None else nodes,
+                                        grid=self.view.coarse_grid,
+                                        options=self.options, detector_labels=engine.detector_labels)
+        if found is None:
+            return None
+        previous, self.operator = self.operator, found
+        if again and (not found.confident or (previous is not None and previous.answer == found.answer and
+                                              previous.confident)):
+            return None
+        step = self.trace.begin("observe")
+        step.latency_seconds = time.perf_counter() - started
+        where = "what the rounds captioned" if again else "observations and coarse memory"
+        step.detail = (f"a {parsed.kind.value} question answered from {where}"
+                       f"{'' if again else ', no captions'}: {clip_words(found.answer, 120)!r} "
+                       f"confidence={found.confidence:.2f} ({clip_words(found.reason, 160)})" if found.confident else
+                       f"a {parsed.kind.value} question that observations and coarse memory do not settle "
+                       f"(confidence {found.confidence:.2f}): {clip_words(found.answer, 80)!r}")
+        return Attempt(self._reply(found), step)
 
     async def _open(self) -> None:
         """Fix the horizon (media stored when the question arrives), record the question, load its view of memory
@@ -271,6 +376,11 @@ class _QuestionLoop:
                                                    list(self.options), horizon)
         origin = question_origin(self.question_id)
         nodes = await asyncio.to_thread(engine.memory.nodes, engine.stream, start=0.0, end=horizon)
+        self.nodes = nodes
+        if engine.reasoner.reads_observations:  # its answer prompt shows the question's kind and what was observed
+            brief = await asyncio.to_thread(question_brief, self.text, engine.memory, engine.stream, horizon=horizon,
+                                            nodes=nodes, budget_tokens=self.budget)
+            question = Question(self.text, self.options, horizon, brief)
         # Finished as the coarse builder sees it: its last span reaches the media end.
         finished = not info.live and (info.complete or info.lost is not None)
         grid = coarse_grid(horizon, engine.preset.level(Level.COARSE).span_seconds, last_frame=info.last_time,
@@ -293,7 +403,15 @@ class _QuestionLoop:
         self.answerer = Answerer(packer=packer, reasoner=engine.reasoner, trace=self.trace, question=question)
 
     async def _finish(self, reply: AnswerReply | None, *, confident: bool) -> TraceStep:
-        """Set the result, record it in the question history, and return the closing step."""
+        """Set the result, record it in the question history, and return the closing step. An open question's
+        answer that is a memory line (the embedded reasoner quotes the line it chose) becomes the answer sentence of
+        the question's kind (:func:`lucy.query.operators.restate`), the line kept in the reason as evidence."""
+        if reply is not None and reply.option_index is None and not self.options:
+            sentence = restate(self.parsed, reply.answer)
+            if sentence is not None and sentence != reply.answer:
+                reply = reply.model_copy(update={
+                    "answer": sentence, "reason": f"{reply.reason}; read from the memory line "
+                                                  f"{clip_words(reply.answer, 200)!r}"})
         result = make_result(reply, confident=confident, question_id=self.question_id, stream=self.engine.stream,
                              question=self.text, options=self.options, horizon=self.horizon,
                              wall_start=self.info.wall_start, wall_seconds=time.perf_counter() - self._started,

@@ -63,12 +63,28 @@ class Localiser:
 
     # --------------------------------------------------------------------------------------- sparse initialisation
 
-    async def initialise(self, top_down: bool, evidence: Sequence[EvidenceSpan] = ()) -> AsyncIterator[TraceStep]:
+    async def initialise(self, top_down: bool, evidence: Sequence[EvidenceSpan] = (), *,
+                         within: tuple[float, float] | None = None,
+                         earliest_first: bool = False) -> AsyncIterator[TraceStep]:
         """The ``init_spans`` most relevant coarse spans, each widened by its neighbours, become the current
         memory (all of them for a question about the whole video). ``top_down``: the choice starts from the
         coarsest summaries and goes down a level at a time. ``evidence``: where the answer from coarse memory
-        found what it rests on; those coarse spans come first, as the place to look closer."""
+        found what it rests on; those coarse spans come first, as the place to look closer.
+
+        By the question's kind (:mod:`lucy.query.kinds`): ``within`` is a period every coarse span of which must
+        be looked at (a count, or a "no" that only the whole period can make sure of): those spans are the current
+        memory, with no selecting call. ``earliest_first`` ("when did X first ...") orders the candidates by
+        time, so ties and fallbacks look at the earliest first."""
         view = self.view
+        if within is not None:
+            start, end = within
+            chosen = [k for k, (a, b) in enumerate(view.coarse_grid) if b > start and a < end + 1e-6]
+            if chosen:
+                yield self.trace.begin("select", detail=f"every coarse span of {start:g}-{end:g}s: "
+                                                        f"{len(chosen)} spans, by the question's kind")
+                self._evidence = list(evidence)
+                self._start_current_memory(chosen, earliest_first=earliest_first)
+                return
         frontier = self.summaries.cover() if top_down else [view.coarse_item(k) for k in range(len(view.coarse_grid))]
         while True:
             step, picked, whole_video = await self._select(frontier)
@@ -83,7 +99,7 @@ class Localiser:
         self._evidence = list(evidence)
         found = [view.coarse_index(e.start) for e in evidence if e.end > e.start]
         found = [k for k in dict.fromkeys(found) if 0 <= k < len(view.coarse_grid)]
-        self._start_current_memory(found + [k for k in chosen if k not in found])
+        self._start_current_memory(found + [k for k in chosen if k not in found], earliest_first=earliest_first)
 
     async def _select(self, frontier: list[ViewItem]) -> tuple[TraceStep, list[ViewItem], bool]:
         """One call of the selecting agent over ``frontier``: (its step, the items picked, whether the question
@@ -130,9 +146,9 @@ class Localiser:
                 expanded += self.summaries.children(item.level, item.start, item.end) or []
         return expanded
 
-    def _start_current_memory(self, chosen: list[int]) -> None:
+    def _start_current_memory(self, chosen: list[int], *, earliest_first: bool = False) -> None:
         """The chosen coarse spans and their neighbours, with everything already known inside them, become the
-        current memory."""
+        current memory (``earliest_first``: the candidates' order is by time, not by choice)."""
         view = self.view
         spans: list[int] = []
         for k in chosen:
@@ -141,6 +157,8 @@ class Localiser:
                     spans.append(n)
         # Order: the chosen spans first (best first), then their neighbours: ties in localisation keep it.
         order = list(chosen) + [n for n in spans if n not in chosen]
+        if earliest_first:
+            order.sort()
         self._candidate_order = {view.coarse_item(k).ref: position for position, k in enumerate(order)}
         for k in order:
             view.add_known_inside(*view.coarse_grid[k])

@@ -34,10 +34,8 @@ class PromptPacker:
         return [score + DEPTH_BONUS * memory_depth(item.level) + (0.0 if item.plain else INSTRUCTED_BONUS)
                 for item, score in zip(items, matched, strict=True)]
 
-    def pack(self, build: Callable[[list[MemoryItem]], prompts.Prompt], refs: Sequence[int], *,
-             boost: set[int] | None = None, prefer: str = "clip") -> list[MemoryItem]:
-        """The memories ``refs`` that fit the budget in the prompt ``build`` makes, in time order (see
-        :func:`lucy.query.prompts.pack` for ``prefer``); refs in ``boost`` are kept first."""
+    def _distinct(self, refs: Sequence[int], boost: set[int] | None = None) -> tuple[list[ViewItem], set[int]]:
+        """The memories ``refs`` in time order, each caption of a span once, and the refs of those to boost."""
         items, boosted = [], set()
         seen: dict[tuple[str, float, float, str], ViewItem] = {}
         for item in self.view.ordered(refs):
@@ -49,6 +47,19 @@ class PromptPacker:
                 items.append(item)
             if boost and item.ref in boost:
                 boosted.add(kept.ref)
+        return items, boosted
+
+    def fits_whole(self, build: Callable[[list[MemoryItem]], prompts.Prompt], refs: Sequence[int]) -> bool:
+        """Whether every memory of ``refs`` fits the budget whole in the prompt ``build`` makes: then
+        :meth:`pack` with ``prefer="drop"`` shows them all, and their relevance (meaning included) chooses nothing."""
+        items, _ = self._distinct(refs)
+        return build([item.as_memory_item() for item in items]).tokens <= self.budget
+
+    def pack(self, build: Callable[[list[MemoryItem]], prompts.Prompt], refs: Sequence[int], *,
+             boost: set[int] | None = None, prefer: str = "clip") -> list[MemoryItem]:
+        """The memories ``refs`` that fit the budget in the prompt ``build`` makes, in time order (see
+        :func:`lucy.query.prompts.pack` for ``prefer``); refs in ``boost`` are kept first."""
+        items, boosted = self._distinct(refs, boost)
         priority = self.relevance(items)
         if boosted:
             priority = [p + (BOOST if item.ref in boosted else 0.0) for p, item in zip(priority, items, strict=True)]

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from lucy.query.reasoners.base import MemoryItem, Question
-from lucy.text import clip_text, estimate_tokens, excerpt, split_follow_up
+from lucy.query.reasoners.base import MemoryItem, ObservationTable, Question, QuestionBrief, Sighting
+from lucy.text import BYTES_PER_TOKEN, clip_text, estimate_tokens, excerpt, split_follow_up
 from lucy.untrusted import neutralise
 
 # A reply that does not validate goes back to the model with its error: the retry adds the (clipped) bad reply
@@ -24,6 +24,9 @@ RETRY_RESERVE_TOKENS = 600
 RETRY_REPLY_CHARS = 900  # the bad reply is clipped to this before it is shown back
 _MESSAGE_OVERHEAD_TOKENS = 8  # role markers and separators of one chat message
 MIN_ITEM_CHARS = 60  # below this a memory is not worth showing; packing drops it instead
+OBSERVATION_CHARS = 2400  # the observation table of an answer prompt, at most (rows are dropped to fit)
+OBSERVATION_SHARE = 4  # ... and at most this fraction (1/n) of the context budget, so memory keeps the most of it
+SIGHTING_CHARS = 160  # one text sighting or speech line in the table, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +63,73 @@ def item_header(item: MemoryItem) -> str:
     return head
 
 
-def memory_block(items: Sequence[MemoryItem]) -> str:
+def _table_lines(table: ObservationTable, tracks: int, texts: int, speech: int) -> list[str]:
+    """The table with its first ``tracks`` track rows (the builder ranks them best first; shown in time order) and
+    its first ``texts`` / ``speech`` sightings."""
+    if table.coverage is None:
+        watched = "the object detector did not watch this period: no counts or tracks"
+    else:
+        watched = f"the object detector watched {table.coverage:.0%} of it"
+    lines = [f"Observations of {_t(table.start)}-{_t(table.end)}s, recorded by the object detector and tracker, "
+             f"OCR and transcription ({watched}):"]
+    if table.classes:
+        lines.append("Objects by class: distinct tracks; most in view at once; first-last seen")
+        lines += [f"- {c.label}: {c.tracks} track{'' if c.tracks == 1 else 's'}; at most {c.most_at_once} at once; "
+                  f"{_t(c.first_seen)}-{_t(c.last_seen)}s" for c in table.classes]
+    elif table.coverage is not None:
+        lines.append("Objects by class: none seen")
+    if table.tracks and tracks:
+        shown = sorted(table.tracks[:tracks], key=lambda r: (r.first_seen, r.track_id))
+        lines.append(f"Tracks ({len(shown)} of {table.tracks_total}, the longest and surest): id label first-last, "
+                     "where it entered and exited the picture, motion, looks")
+        for r in shown:
+            exited = f"exited {r.exited}" if r.exited else "still tracked"
+            look = f", {r.looks}" if r.looks else ""
+            lines.append(f"- #{r.track_id} {r.label} {_t(r.first_seen)}-{_t(r.last_seen)}s, entered {r.entered}, "
+                         f"{exited}, {'moving' if r.moving else 'stationary'}{look}")
+    if table.texts and texts:
+        lines.append("Text read on screen (first-last seen):")
+        lines += [_sighting_line(s) for s in table.texts[:texts]]
+    if table.speech and speech:
+        lines.append("Speech heard:")
+        lines += [_sighting_line(s) for s in table.speech[:speech]]
+    return lines
+
+
+def _sighting_line(s: Sighting) -> str:
+    when = f"{_t(s.start)}-{_t(s.end)}s" if s.end - s.start >= 0.05 else f"{_t(s.start)}s"
+    return f'- {when}: "{clip_text(" ".join(s.text.split()), SIGHTING_CHARS)}"'
+
+
+def observation_lines(table: ObservationTable, max_chars: int = OBSERVATION_CHARS) -> str:
+    """The observation table as prompt text of at most ``max_chars`` characters (neutralised: labels, looks and
+    sightings come from the video). What does not fit is dropped, the least telling first: track rows from the end
+    of the builder's ranking, then the latest text and speech lines, a row at a time from the longest list."""
+    n = [len(table.tracks), len(table.texts), len(table.speech)]
+    while True:
+        text = neutralise("\n".join(_table_lines(table, *n)))
+        if len(text) <= max_chars or not any(n):
+            return clip_text(text, max_chars)
+        longest = max(range(3), key=lambda i: (n[i], -i))
+        n[longest] -= 1
+
+
+def observation_chars(budget_tokens: int | None) -> int:
+    """How long the observation table of a prompt packed into ``budget_tokens`` may be (None: no budget known)."""
+    if budget_tokens is None:
+        return OBSERVATION_CHARS
+    return max(MIN_ITEM_CHARS, min(OBSERVATION_CHARS, int(budget_tokens * BYTES_PER_TOKEN / OBSERVATION_SHARE)))
+
+
+def memory_block(items: Sequence[MemoryItem], table: ObservationTable | None = None,
+                 table_chars: int = OBSERVATION_CHARS) -> str:
+    """Memory as data between ``<memory>`` tags; ``table`` (what was observed in the question's period) first, in at
+    most ``table_chars`` characters."""
+    head = ["<memory>", observation_lines(table, table_chars), "Captions and transcripts:"] if table is not None \
+        else ["<memory>"]
     if not items:
-        return "<memory>\n(nothing captioned yet)\n</memory>"
-    lines = ["<memory>"]
+        return "\n".join([*head, "(nothing captioned yet)", "</memory>"])
+    lines = head
     for item in items:
         lines.append(item_header(item))
         lines.append(neutralise(item.text.strip()) or "(empty caption)")
@@ -79,11 +145,26 @@ def question_block(question: Question) -> str:
     if earlier:
         lines += ["The question follows up this earlier conversation:", "<conversation>", neutralise(earlier),
                   "</conversation>"]
+    if question.brief is not None:
+        lines.append(brief_line(question.brief))
     lines.append(f"Question: {own}")
     if question.options:
         lines.append("Options:")
         lines += [f"  {i}. {option.strip()}" for i, option in enumerate(question.options)]
     return "\n".join(lines)
+
+
+def brief_line(brief: QuestionBrief) -> str:
+    """What the engine's rules understood the question to ask: its kind, what about, which period."""
+    about = f" about {brief.subject}" if brief.subject else ""
+    detail = f" ({brief.detail})" if brief.detail else ""
+    if brief.period is None:
+        period = "in the whole video so far"
+    else:
+        start, end = brief.period
+        period = f"at {_t(start)}s" if end - start < 0.05 else f"in {_t(start)}-{_t(end)}s"
+        period += f' ("{clip_text(brief.period_words, 60)}")' if brief.period_words else ""
+    return neutralise(f"Kind of question (as parsed by rules; may be wrong): {brief.kind}{about}{detail}, {period}.")
 
 
 def _schema_line(example: dict[str, object]) -> str:
@@ -95,26 +176,39 @@ def _schema_line(example: dict[str, object]) -> str:
 
 def answer_prompt(question: Question, memory: Sequence[MemoryItem], *, final: bool = False) -> Prompt:
     example: dict[str, object] = {
-        "answer": "the answer in words", "option_index": 0 if question.options else None,
+        "answer": "one short sentence that answers the question", "option_index": 0 if question.options else None,
         "confident": True, "evidence": [{"start": 120.0, "end": 130.0}], "reason": "why",
     }
+    table = question.brief.table if question.brief is not None else None
     rules = [
         "You answer questions about a video from time-stamped memories of it. Memories come at several depths: "
         "summary (many minutes), coarse, fine and ultra_fine (a few seconds, most detailed). Deeper memories and "
         "memories marked 'looked for' were captioned specially for this question.",
         DATA_RULE,
+        "answer: answer the question itself, directly, in one short sentence of your own words (for example "
+        "\"About 12 people walked by, 3 to 7 at a time.\", \"Gate 12.\", \"At 2:15, for about 20 seconds.\"). "
+        "Never copy or quote a memory line as the answer; quote only the words asked for (a sign's text).",
         "Set confident to true only if the memories clearly and specifically support the answer; if the detail "
         "asked about is not in them, answer your best guess and set confident to false.",
         "evidence: the start and end (media seconds, as in the memory headers) of the memories that support it.",
     ]
+    if table is not None:
+        rules.append(
+            "The memory block begins with a table of what an object detector and tracker, OCR and transcription "
+            "recorded in the question's period. Use it for counts (distinct tracks: how many in all; most in view "
+            "at once: how many at the same time), for times and order (first and last seen) and for presence. A "
+            "tracker can split one object into two tracks, so give counts of tracks as about so many. Nothing seen "
+            "settles a no only where the detector watched all of the period. Evidence may be the times of rows.")
     if question.options:
-        rules.append("Choose exactly one option; option_index is its number (0-based) and answer its text.")
+        rules.append("Choose exactly one option; option_index is its number (0-based), and answer says in a "
+                     "sentence what that option says.")
     else:
         rules.append("option_index must be null.")
     if final:
         rules.append("This is the final round: no more memory will come. Give your best answer now.")
     rules.append(_schema_line(example))
-    user = f"{memory_block(memory)}\n\n{question_block(question)}"
+    chars = question.brief.max_chars if question.brief is not None else OBSERVATION_CHARS
+    user = f"{memory_block(memory, table, chars)}\n\n{question_block(question)}"
     return Prompt("\n".join(rules), user)
 
 

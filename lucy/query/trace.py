@@ -20,7 +20,8 @@ PROGRESS_INSTRUCTION_CHARS = 100  # the longest instruction a progress line quot
 class TraceStep:
     """One step of the loop: an agent call, a round of captioning, or the end.
 
-    ``agent`` is one of: ``tail`` (coarse captions made on demand for the part not captioned yet), ``summarise``
+    ``agent`` is one of: ``observe`` (an answer from what the detector observed, before anything else), ``tail``
+    (coarse captions made on demand for the part not captioned yet), ``summarise``
     (summary nodes for long streams), ``answer``, ``select`` (sparse initialisation), ``localise``, ``caption``
     (a span looked at again, with its sub-spans one level deeper) and ``final`` (the forced last answer).
     """
@@ -87,7 +88,9 @@ def progress_line(step: Mapping[str, Any]) -> str:
     """What a step that has just begun is doing, in a few words for a person waiting (``step``: a
     :meth:`TraceStep.to_json` taken when it began; a chat reply shows these while the question runs)."""
     agent, span, round_ = step.get("agent", ""), _span(step), int(step.get("iteration") or 0)
-    if agent == "tail":
+    if agent == "observe":
+        text = "reading what the detector observed"
+    elif agent == "tail":
         text = f"captioning {span}, which ingest has not captioned yet"
     elif agent == "summarise":
         text = f"summarising memory of {span}"

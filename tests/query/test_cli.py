@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 
 from lucy.ingest import ZarrFrameStore
 from lucy.synth import PALETTE, Overlay, Scene, write_video
+from lucy.testing import child_env
 
 ENV = {"LUCY_INGEST__FRAME_WIDTH": "320", "LUCY_INGEST__FRAME_HEIGHT": "180",
        "LUCY_CAPTIONER__PIXELS__COARSE_MAX_FRAMES": "8", "LUCY_CAPTIONER__MAX_IN_FLIGHT": "2"}
@@ -28,7 +28,7 @@ def platform_video(path: Path, duration: float) -> Path:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     env.update(ENV)
     return env
 
@@ -86,7 +86,7 @@ def test_ask_prints_trace_and_answer(ingested):
                            env=_env(), capture_output=True, text=True, timeout=120)
     assert asked.returncode == 0, asked.stderr
     lines = asked.stdout.splitlines()
-    assert lines[0].startswith("#1") and " answer " in lines[0]
+    assert lines[0].startswith("#1") and " observe " in lines[0]  # coarse memory holds the sign: no captions
     assert "answer: PLATFORM 7 (option 1)" in lines
     costs = next(line for line in lines if " | horizon " in line)
     assert re.match(r"^\d+ rounds? \| \d+ llm calls? \| \d+ caption calls? \| horizon ", costs), costs

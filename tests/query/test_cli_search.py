@@ -103,6 +103,14 @@ def test_search_errors(run_lucy, data):
     assert search(run_lucy, data, "platform", "--stream", " , ").returncode == 1
 
 
+def test_search_of_a_data_directory_without_streams_says_how_to_make_one(run_lucy, tmp_path):
+    """It used to suggest other words, as if something in memory had been near."""
+    done = search(run_lucy, tmp_path / "empty", "a red van")
+    assert done.returncode == 0, done.stderr
+    assert "no stream yet" in done.stdout and "ingest FILE --stream NAME" in done.stdout
+    assert "other words" not in done.stdout
+
+
 def test_search_finds_other_words_of_the_same_meaning(run_lucy, data):
     from lucy.config import load_settings
     from lucy.memory.embedders import make_embedder

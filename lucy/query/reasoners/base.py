@@ -32,12 +32,83 @@ class ReasonerError(LucyError):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassRow:
+    """One object class in the period: distinct tracks, the most in view in one detected frame, first and last
+    seen."""
+
+    label: str
+    tracks: int
+    most_at_once: int
+    first_seen: float
+    last_seen: float
+
+
+@dataclass(frozen=True, slots=True)
+class TrackRow:
+    """One tracked object: where it came from and went, whether it moved, how it looked (``looks``: "white",
+    "red top and blue bottoms", or "")."""
+
+    track_id: int
+    label: str
+    first_seen: float
+    last_seen: float
+    entered: str
+    exited: str | None  # None: still tracked
+    moving: bool
+    looks: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """A line of text read on screen, or heard, and when: first and last seen (or the line's start and end), media
+    seconds."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationTable:
+    """What the detect stage, OCR and transcription stored for ``[start, end]`` of the stream, bounded: every class,
+    the most telling tracks (``tracks_total`` says how many there were), text sightings and speech lines.
+    ``coverage``: the share of the period the detector watched (a "none seen" means little below 1); None when the
+    detect stage never reached the period (no classes or tracks for want of looking, not of things)."""
+
+    start: float
+    end: float
+    coverage: float | None
+    classes: tuple[ClassRow, ...] = ()
+    tracks: tuple[TrackRow, ...] = ()
+    tracks_total: int = 0
+    texts: tuple[Sighting, ...] = ()
+    speech: tuple[Sighting, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionBrief:
+    """What the engine understood of a question (:mod:`lucy.query.kinds`) and what was observed in its period,
+    for reasoners that show it to a model (:attr:`Reasoner.reads_observations`)."""
+
+    kind: str  # a lucy.query.kinds.Kind value: "count", "presence", "time", ...
+    subject: str | None = None  # the object class asked about ("person", "vehicle"), when the question names one
+    period: tuple[float, float] | None = None  # the period the question names, media seconds; None: the whole stream
+    period_words: str = ""  # how the question named it ("in the first minute")
+    detail: str = ""  # the kind's detail ("at once" for a count of the most in view)
+    table: ObservationTable | None = None  # None: nothing observed, read or heard in the period
+    max_chars: int = 2400  # the table's share of a prompt, in characters (lucy.query.prompts.observation_chars)
+
+
+@dataclass(frozen=True, slots=True)
 class Question:
-    """What is asked, about a stream seen up to ``horizon`` media seconds."""
+    """What is asked, about a stream seen up to ``horizon`` media seconds. ``brief``: what the engine understood of
+    it and observed in its period (None: not read, as for reasoners that do not show it)."""
 
     text: str
     options: tuple[str, ...] = ()
     horizon: float = 0.0
+    brief: QuestionBrief | None = None
 
     @property
     def multiple_choice(self) -> bool:
@@ -88,7 +159,9 @@ class EvidenceSpan(_Reply):
 class AnswerReply(_Reply):
     """The answering agent's reply."""
 
-    answer: str = Field(description="The answer in words (for multiple choice: the chosen option's text).")
+    answer: str = Field(description="A direct answer to the question in one short sentence of your own words "
+                                    "(\"Gate 12.\", \"About 12 people walked by, 3 to 7 at a time.\"), never a "
+                                    "copied memory line; with options, it says what the chosen option says.")
     option_index: int | None = Field(
         None, ge=0, description="Multiple choice: 0-based index of the chosen option; null for open questions.")
     confident: bool = Field(description="True only if the memory shown clearly supports the answer.")
@@ -205,6 +278,13 @@ class Reasoner(ABC):
 
     name: str  # backend, e.g. "lexical", "openai"
     model: str  # recorded on summary nodes and in the trace
+    # Whether its prompts show the question's brief (kind and observation table): the engine reads the observations
+    # of the question's period only for a reasoner that uses them.
+    reads_observations: bool = False
+    # Whether it writes answers of its own from what memory says (a chat model): one that only quotes memory and
+    # scores options (the embedded lexical reasoner) cannot say why someone did something, however closely the loop
+    # looks, so the engine gives such a question the operator's honest account without backtracking.
+    interprets: bool = False
 
     @abstractmethod
     async def answer(self, question: Question, memory: Sequence[MemoryItem], *,

@@ -4,7 +4,8 @@
   meaning where the engine gives each memory its similarity to the question (an embedder's vectors);
 - *answer* scores each option by how much of what tells it apart from the other options appears in memory,
   weighted by how deep that memory is and how well it matches the question's own words; an open question is
-  answered by quoting the line of memory that best matches it;
+  answered by quoting the line of memory that best matches it, never confidently (an excerpt is no answer: the
+  engine's operators read the answer of the question's kind from memory and judge it by the evidence);
 - the confidence rule is what makes the loop backtrack: the answer is confident only when the best option
   clearly beats the runner-up *and* the evidence is detailed (a fine or ultra-fine memory, or an exact match of
   the option's words), so an answer guessed from lossy coarse memory sends the loop deeper;
@@ -46,58 +47,47 @@ _SUMMARY_WEIGHT = 0.3
 _GLOBAL = re.compile(
     r"\b(whole|entire|overall|throughout|summari[sz]e|summary|in total|altogether|how many times|"
     r"from (the )?(beginning|start) to (the )?end|all (of )?the video|over the (course|video))\b", re.IGNORECASE)
-# Where a question stops saying what it asks about and starts saying where or when ("... at DOCK 14", "... while
-# the screen said EXIT"): the words after it place the moment (see LexicalReasoner._weights).
+# Where a question stops saying what it asks about and starts saying where or when ("... at the north door", "...
+# while the radio played"): the words after it place the moment (time context of every kind; LexicalReasoner._weights).
 _CONTEXT = re.compile(r"\s(at|while|when|during|around|after|before|beside|behind|under|below|above|next to|near|"
                       r"together with|with)\s", re.IGNORECASE)
-# ... or a clause before the question proper, up to the comma before its question word ("When 4 squares were on
-# screen, what colour was the backdrop?", "Around the red squares, which ...").
+# ... or a clause before the question proper, up to the comma before its question word ("Once the bus had left, what
+# colour was the car?", "Near the two cones, which ...").
 _LEADING = re.compile(r"^[^,?]*,\s*(?=(in |on |at |of |for |from |to )?(which|what|whose|who|where|how)\b)",
                       re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.?!])\s+")
 _WH = re.compile(r"\b(which|what|whose|who|where|how)\b", re.IGNORECASE)
 _PRONOUN = re.compile(r"\b(they|them|it|those|these)\b", re.IGNORECASE)
-# The thing a sentence ends on, after its article or count ("... together with some purple squares."): what a
-# pronoun in the next sentence ("Where were they?") stands for.
+# The thing a sentence ends on, after its article or count ("I saw a man with some blue balloons."): what a pronoun
+# in the next sentence ("How many were there?") stands for (the subject of a question of any kind).
 _LAST_THING = re.compile(r"\b(?:a|an|the|some|\d+)\s+((?:[\w-]+\s+){0,2}[\w-]+)\W*$", re.IGNORECASE)
-# Words that ask about the picture's background without naming it.
-_BACKGROUND = re.compile(r"\b(backdrop|backgrounds?|fill(s|ed)? the (screen|picture|frame|image))\b", re.IGNORECASE)
-# A colour said of the whole picture by a verb ("when the scene turned pink", "while the screen was blue"): the colour
-# of its background, as captions write it ("mostly pink background").
-_PICTURE_WAS = re.compile(r"\b(?:scene|screen|picture|image|frame|backdrop|background)\s+(?:had\s+)?(?:turned|went|"
-                          r"was|were|became|is|looked|changed to)\s+(\w+)\b", re.IGNORECASE)
-_NAME_NUMBER = re.compile(r"\b[A-Z][A-Z-]*\s+(\d+)\b")  # "LANE 3", "CAM 5": a number that is part of a name
-_NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")  # a word written as a name or a code: DOCK, 14, Q7-552
-# "... at QUAY 6": a place named right after what is asked about, which says which of its kind it is.
-_AT_NAME = re.compile(r"\b[Aa]t\s+(?:the\s+)?([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
-# ... or the name a sign is given where the question places the moment ("when the ARCH 11 sign was up", "while the
-# sign read KIOSK 12"): the sign whose lettering "the place sign" or "the place name" asks about.
-_SIGNS = r"(sign|board|banner|notice|placard)"
-_SIGN_NAMED = re.compile(rf"\b([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\s+{_SIGNS}\b|\b{_SIGNS}\s+(?:read|reads|"
-                         rf"said|says|showed|shows|displayed|displays)\s+([A-Z0-9][A-Z0-9-]*(?:\s+[A-Z0-9][A-Z0-9-]*)*)\b")
+# The word captions use for the picture as a whole, and its synonym (attribute: the colour of the background).
+_BACKGROUND = re.compile(r"\b(backdrop|backgrounds?)\b", re.IGNORECASE)
+# A number that is part of a name ("BUS 12", "CAR 40"), no count the question gives (count).
+_NAME_NUMBER = re.compile(r"\b[A-Z][A-Z-]*\s+(\d+)\b")
+# A word written as a name or a code ("MAIN", "12", "XY-901"): what a text question anchors its answer to (text).
+_NAMED = re.compile(r"\b[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,})[\"”]")
 _TIMES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*-\s*(\d+(?:\.\d+)?))?\s*s\b")  # "seen 120.0-124.0 s", "754.0 s"
-NEAR_FULL = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
-ECHO_WEIGHT = 0.5
+NEAR_ENOUGH = 1.0  # weight of question words beside an option that makes it fully "near" (LexicalReasoner._near)
+ECHO_WEIGHT = 0.5  # an option that only repeats the question's words (every kind with options; LexicalReasoner._option)
 UNANCHORED_WEIGHT = 0.5  # an option said away from what the question names (LexicalReasoner._anchors)
-CONTEXT_WEIGHT = 0.25
+CONTEXT_WEIGHT = 0.25  # a word that places the moment, against 1 for what is asked about (LexicalReasoner._weights)
 # A choice is confident only from a memory that holds, with the memories enclosing it, this share of what the
-# question names (as memory holds it at best, see LexicalReasoner._context): "the purple squares when the scene
-# turned orange" is not answered for sure from purple squares on a green scene, however exactly it names their
-# corner; "the plate of the van at the harbor gate" is, from a close look at the van inside the span at the gate.
+# question names (as memory holds it at best, see LexicalReasoner._context), for every kind: "the bike by the red
+# door" is not answered for sure from a bike by a blue door, however exactly that memory names the bike; "the number
+# of the bus at the depot" is, from a close look at the bus inside the span that shows the depot.
 CHOICE_COVERAGE = 0.8
-# What a memory inherits of the question words matched by a memory enclosing it (it is part of that moment), and by a
-# detailed memory (10 s or less) that ends as it begins, or begins as it ends, where this one holds more of what is
-# asked about: "at the time of the VOUCHER line" is also the second right after the line, where the squares asked
-# about came up as the sign went (but the colour of the sign's letters is read where the sign is).
-ENCLOSING_SHARE, ADJACENT_SHARE = 0.4, 0.7
+# What a memory inherits of the question words matched by a memory enclosing it: it is part of that moment (time
+# context of every kind).
+ENCLOSING_SHARE = 0.4
 # A colour said of nothing in particular, or of another thing than the one asked about (LexicalReasoner._attached).
 NEUTRAL_WEIGHT, ELSEWHERE_WEIGHT = 0.75, 0.5
-# A count or colour the question gives of a thing ("when 3 green squares appeared") found in a memory only of
-# something else ("CAM 3 LOBBY", "green background"): how much of the word's weight it still carries there.
+# A count or colour the question gives of a thing ("when 2 red cars drove past") found in a memory only of something
+# else ("BUS 2", "red awning"): how much of the word's weight it still carries there (count, attribute).
 DETACHED_WEIGHT = 0.25
-# ... and where it is said of that thing, but not with the others the question gives ("4 pink squares; 2 yellow
-# squares" for "the 2 pink squares").
+# ... and where it is said of that thing, but not with the others the question gives ("4 red cars; 2 white cars" for
+# "the 2 red cars").
 APART_WEIGHT = 0.75
 # Words that ask for the colour of writing ("the lettering", "written in which colour"): what a caption says of letters.
 _WRITING = re.compile(r"\b(letter\w*|written|writing|text|font|print\w*|script|words?)\b", re.IGNORECASE)
@@ -105,13 +95,14 @@ COLOUR_NAMES = frozenset((
     "black", "gray", "grey", "white", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink",
     "violet", "cyan", "magenta", "beige", "gold", "silver", "navy", "maroon", "olive", "turquoise"))
 _COLOUR_TERMS = frozenset(terms(" ".join(COLOUR_NAMES)))
-# Colours either side of a colour's borders on the hue wheel (and brown, a dark orange), as captions name them.
+# Colours either side of a colour's borders on the hue wheel (and brown, a dark orange), as captions name them
+# (attribute).
 _NEIGHBOURS: dict[str, set[str]] = {}
 for _a, _b in (("red", "orange"), ("orange", "yellow"), ("yellow", "green"), ("green", "teal"), ("teal", "blue"),
                ("blue", "purple"), ("purple", "pink"), ("pink", "red"), ("orange", "brown")):
     _NEIGHBOURS.setdefault(_a, set()).add(_b)
     _NEIGHBOURS.setdefault(_b, set()).add(_a)
-# Least similarity of a name of short words to a line OCR read ("ARC = 1" for "ARCH 11"; see _misread).
+# Least similarity of a name of short words to a line OCR read ("8US 1Z" for "BUS 12"; text; see _misread).
 PHRASE_FUZZY = 0.75
 NEIGHBOUR_WEIGHT = 0.5  # what a neighbour's name counts for an option colour no memory names
 _WORDY = re.compile(r"^(?=.*[a-z])[a-z0-9-]{3,}$")  # a word or a code, not a number, time or decimal
@@ -129,6 +120,57 @@ class _Scored:
     anchored: bool  # the option stands in a statement that names what the question names (see _anchors)
 
 
+@dataclass(slots=True)
+class _Reading:
+    """What a question with options asks, read once for all its options and memories (LexicalReasoner._read)."""
+
+    qset: set[str]  # its search terms
+    echoed: set[str]  # ... less the numbers of names ("BUS 5"): what an option that repeats the question repeats
+    weights: dict[str, float]  # each word by what it says (LexicalReasoner._weights)
+    anchors: set[str]  # the names the answer must be said with (LexicalReasoner._anchors)
+    cues: set[str]  # the names that place the moment (LexicalReasoner._cues)
+    asked: set[str]  # the things asked a colour of (LexicalReasoner._asked)
+    counted: tuple[str, frozenset[str]] | None  # the thing asked a count of, with its colours
+    option_terms: list[set[str]]
+    option_colours: set[str]  # the options that are colours
+
+
+@dataclass(slots=True)
+class _Memories:
+    """The memories of one answer, split into statements once (LexicalReasoner._memories)."""
+
+    items: list[MemoryItem]
+    facts: list[list[str]]  # per memory, its statements
+    lines: list[list[list[str]]]  # ... as terms
+    doc_terms: list[set[str]]
+    phrases: list[str]  # per memory, its text normalised for phrase matching
+    fixtures: set[str]  # words on screen all the time
+    cap: list[float]  # what each memory can contribute at most
+    relevant: list[int]  # the memories about what is asked
+    relevant_mass: float
+    context: list[float]
+    moment: list[float]
+    timed: list[set[int]]  # per memory, the options it says at the moment the question gives
+
+
+@dataclass(slots=True)
+class _Option:
+    """How one option is looked for in memory (LexicalReasoner._option)."""
+
+    index: int
+    terms: list[str]
+    distinct: set[str]  # the words that tell it apart from the other options
+    mass: float  # their idf
+    echo: float  # ECHO_WEIGHT for an option that only repeats the question's words
+    by_words: bool  # whether its words alone tell it apart (else only the whole phrase does)
+    coded: bool
+    patterns: list[re.Pattern[str]]  # its spellings, verbatim, where it is a name or a code
+    colour: str | None  # the colour it is, where the question asks a colour
+    count: str | None  # the count it is, where the question asks a count
+    compact: str  # its letters and digits run together, for a misread name of short words
+    short_words: bool
+
+
 def _relevant(context: float) -> float:
     """Weight of a memory by how well it matches the question: steep, so that the memory that names what the
     question is about outweighs its neighbours that merely share a word."""
@@ -141,9 +183,10 @@ def _weight(level: str) -> float:
 
 def subject_of(question: str) -> str:
     """The words of a question that say what it asks about, less those that place the moment: "What colour was
-    the van at DOCK 14?" -> "What colour was the van"; "When 4 squares were on screen, what colour was the
-    backdrop?" -> "what colour was the backdrop?"; "The code was shown with some purple squares. Where were
-    they?" -> "Where were they? purple squares" (a pronoun stands for the thing the sentence before ends on)."""
+    the van at the BUS DEPOT?" -> "What colour was the van"; "Once the bus had left, what colour was the car?" ->
+    "what colour was the car?"; "A man came in with some blue balloons. How many were they?" -> "How many were
+    they? blue balloons" (a pronoun stands for the thing the sentence before ends on). Serves every kind: it is what
+    the question is about, as against the moment it gives."""
     sentences = [part for part in _SENTENCES.split(question.strip()) if part]
     if not sentences:
         return ""
@@ -160,8 +203,19 @@ def subject_of(question: str) -> str:
 
 def _distinctive(phrase: str) -> bool:
     """Whether an option (normalised) is a name or a code that is evidence wherever it is found verbatim: several
-    words ("SOUTH ENTRANCE", "top left") or one with digits ("Q7-552"), four characters or more."""
+    words ("MAIN HALL", "top left") or one with digits ("XY-901"), four characters or more (text)."""
     return len(phrase) >= 4 and (" " in phrase or any(c.isdigit() for c in phrase))
+
+
+def _verbatim(phrase: str) -> list[re.Pattern[str]]:
+    """The spellings of an option (normalised) to find verbatim, where it is a name or a code (text): itself, and a
+    code of a few words run together, as it is said aloud or read ("B 12" on a sign, "B12" in a transcript)."""
+    if not _distinctive(phrase):
+        return []
+    spellings = [phrase]
+    if " " in phrase and any(c.isdigit() for c in phrase) and len(phrase.split()) <= 3:
+        spellings.append(phrase.replace(" ", ""))
+    return [re.compile(rf"(?<![a-z0-9]){re.escape(s)}(?![a-z0-9])") for s in spellings]
 
 
 def _is_modifier(word: list[str]) -> bool:
@@ -185,11 +239,12 @@ class LexicalReasoner(Reasoner):
         return Usage(latency_seconds=time.perf_counter() - started, llm_calls=1)
 
     def _match(self, term: str, doc_terms: set[str]) -> tuple[float, str | None]:
-        """(1, term) for an exact term, a reduced score for an OCR-style near miss of a long term, else 0."""
+        """(1, term) for an exact term, a reduced score for an OCR-style near miss of a long term, else 0 (text:
+        codes and names as OCR reads them; every kind matches the question's words with it)."""
         if term in doc_terms:
             return 1.0, term
         if len(term) >= 5 and any(c.isdigit() for c in term):
-            # A code run together with the word before it ("PLATECR-3336" for "PLATE CR-3336").
+            # A code run together with the word before it ("FORMXY-901" for "FORM XY-901").
             glued = next((d for d in doc_terms if term in d), None)
             if glued is not None:
                 return 1.0, glued
@@ -206,7 +261,7 @@ class LexicalReasoner(Reasoner):
         return 0.5 * (best - self.settings.fuzzy) / (1 - self.settings.fuzzy), which
 
     def _misread(self, compact: str, facts: list[str]) -> tuple[float, str]:
-        """How well a name of short words (``compact``: "arch11") matches the best of the text lines a memory
+        """How well a name of short words (``compact``: "bus12") matches the best of the text lines a memory
         quotes, or a run of their words as long as it, read with OCR slips ("ARC = 1"), as :meth:`_match` scores a
         near miss (0 below the fuzzy floor); and that run."""
         best, where = 0.0, ""
@@ -220,7 +275,7 @@ class LexicalReasoner(Reasoner):
                         if len(run) > len(compact) + 2:
                             break
                         if digits != any(c.isdigit() for c in run):
-                            continue  # "RAMP AHEAD" is no reading of "RAMP 4": its number is not there at all
+                            continue  # "BUS STOP" is no reading of "BUS 12": its number is not there at all
                         score = similar(compact, run, PHRASE_FUZZY)
                         if score > best:
                             best, where = score, " ".join(words[a:b])
@@ -232,7 +287,7 @@ class LexicalReasoner(Reasoner):
     def _near(lines: list[list[str]], term: str, weights: dict[str, float], window: int = 6) -> float:
         """How close ``term`` stands to the question's words in a memory (the terms of each of its lines), in
         [0, 1]: the question's words within a few words of it on one line, each by its weight (:func:`_weights`),
-        :data:`NEAR_FULL` of them making 1 ("5 yellow squares" for "how many yellow squares"); 0 with none (a
+        :data:`NEAR_ENOUGH` of them making 1 ("5 white cars" for "how many white cars"); 0 with none (a
         caption's lines are separate facts: "- none readable" ends its text section and says nothing about the
         "People: ..." line after it)."""
         best = 0.0
@@ -241,7 +296,7 @@ class LexicalReasoner(Reasoner):
                 if t == term:
                     around = set(sequence[max(0, p - window):p + window + 1]) - {term}
                     best = max(best, sum(weights.get(w, 0.0) for w in around))
-        return min(1.0, best / NEAR_FULL)
+        return min(1.0, best / NEAR_ENOUGH)
 
     @classmethod
     def _near_phrase(cls, lines: list[list[str]], phrase: list[str], weights: dict[str, float]) -> float:
@@ -257,25 +312,17 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _anchors(question: Question) -> set[str]:
-        """What the question names in what it asks about, written as a name ("the lettering of the SOUTH
-        ENTRANCE sign", 'the "EXIT" sign', a code): the answer must be said in the statement that names it, not
-        in a caption's other lines ("white letters" of another sign). Options' own words are not anchors."""
+        """What the question names in what it asks about, written as a name ("the colour of the MAIN HALL sign",
+        'the "OPEN" sign', a code): the answer must be said in the statement that names it, not in a caption's other
+        lines ("white letters" of another sign). Options' own words are not anchors (text, attribute)."""
         subject = subject_of(question.text)
         named = " ".join(_NAMED.findall(subject) + _QUOTED.findall(subject))
-        if not named and _WRITING.search(question.text) and (place := _AT_NAME.search(question.text)):
-            named = place.group(1)  # "the place sign at QUAY 6", "At QUAY 6, ...": the one at that name
-        if not named and _WRITING.search(question.text) and (sign := _SIGN_NAMED.search(question.text)):
-            # "the lettering of the place sign when the ARCH 11 sign was up": of that sign, when what is asked
-            # about is a sign, or the name one reads (not "the status word": another line of the moment).
-            asked = set(terms(subject))
-            if {"name", *terms(sign.group(2) or sign.group(3))} & asked:
-                named = sign.group(1) or sign.group(4)
         return set(terms(named)) - {t for option in question.options for t in terms(option)}
 
     @staticmethod
     def _cues(question: Question, anchors: set[str]) -> set[str]:
-        """The words written as names by which the question places the moment, not what it asks about ("while a
-        VOUCHER number was displayed": voucher), less the anchors, the options' words and bare numbers."""
+        """The words written as names by which the question places the moment, not what it asks about ("while the
+        MENU board was lit": menu), less the anchors, the options' words and bare numbers (time context)."""
         subject = subject_of(question.text)
         named = set(terms(" ".join(_NAMED.findall(question.text)))) - set(terms(" ".join(_NAMED.findall(subject))))
         options = {t for option in question.options for t in terms(option)}
@@ -284,19 +331,19 @@ class LexicalReasoner(Reasoner):
     @staticmethod
     def _span(fact: str) -> tuple[float, float] | None:
         """The times a caption's statement gives for what it says ("seen 120.0-124.0 s", "(top right, 754.0 s)"),
-        from the first to the last; None when it gives none."""
+        from the first to the last; None when it gives none (time context)."""
         found = [(float(m[1]), float(m[2] or m[1])) for m in _TIMES.finditer(fact)]
         return (min(a for a, _ in found), max(b for _, b in found)) if found else None
 
     def _timed(self, question: Question, facts: list[list[str]], lines: list[list[list[str]]],
                option_terms: list[set[str]], cues: set[str], asked: set[str]) -> list[set[int]]:
         """Per memory, the options it says of what is asked about at the time of what the question places the
-        moment by, where it times both: "while a sign said CLOSING", read at 109 s in a caption whose scenes were
-        brown 100-108 s and orange at 109 s, is the orange. What places the moment is a name the question gives
-        outside what it asks about (``cues``), or a count or colour it gives of a thing there ("when 4 yellow
-        squares appeared"); what is asked about is the thing with the counts and colours the question gives of it
-        ("the teal squares": not the white square that was on screen as the code was), or else the ``asked``
-        words (the background, the lettering)."""
+        moment by, where it times both (time context): "while a sign said AWAY", read at 109 s in a caption whose
+        scenes were brown 100-108 s and orange at 109 s, is the orange. What places the moment is a name the
+        question gives outside what it asks about (``cues``), or a count or colour it gives of a thing there ("when 4
+        yellow cars parked"); what is asked about is the thing with the counts and colours the question gives of it
+        ("the blue cars": not the white car that was on screen as the sign was), or else the ``asked`` words (the
+        background, the lettering)."""
         subject = subject_of(question.text)
         placing = self._modifiers(question.text.replace(subject, " ") if subject else question.text)
         things = self._modifiers(subject)
@@ -322,7 +369,8 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _fixtures(memory: Sequence[MemoryItem], doc_terms: list[set[str]]) -> set[str]:
-        """Words on screen all the time (a camera's name, a channel's logo), not of any moment: those said in at
+        """Words on screen all the time (a camera's name, a channel's logo, a clock), not of any moment (attribute,
+        text: their colour or words answer nothing about a moment): those said in at
         least half the coarse spans memory reaches (by any memory inside each: a coarse look may misread them),
         and in three or more."""
         length = max((m.end - m.start for m in memory if m.level == "coarse"), default=0.0)
@@ -338,7 +386,8 @@ class LexicalReasoner(Reasoner):
     @staticmethod
     def _asked(question: Question, anchors: set[str]) -> set[str]:
         """The things the question asks a colour of ("the lettering of the X sign": lettering, sign; "the
-        background colour": background), as terms: the words of what it asks about, less names and options."""
+        background colour": background), as terms: the words of what it asks about, less names and options
+        (attribute)."""
         subject = subject_of(question.text)
         options = {t for option in question.options for t in terms(option)}
         asked = set(terms(subject)) - anchors - options - _ANSWER_KIND - _COLOUR_TERMS
@@ -352,11 +401,11 @@ class LexicalReasoner(Reasoner):
         """How a colour stands in a memory's statements, as English attaches it to the word right after it: 1
         where it is said of what the question asks about ("green letters" for the lettering);
         :data:`NEUTRAL_WEIGHT` where it is said of nothing in particular ("... in brown"); less where every mention
-        is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red squares" when the lettering is asked about, "brown
+        is of something else (:data:`ELSEWHERE_WEIGHT`: "4 red cars" when the lettering is asked about, "brown
         93%" of the picture, "letters on brown" unless the background is asked about, any colour of text made
         only of ``fixtures``, on screen all the time, such as a camera's name, or of text that holds ``cues``, the
-        names by which the question places the moment: "the place sign while a VOUCHER number was displayed" is
-        not the VOUCHER line)."""
+        names by which the question places the moment: "the door's colour while the MENU board was lit" is not the
+        colour of the MENU line). Serves the attribute kind."""
         pattern = re.compile(rf"(\bon\s+)?(?<![a-z0-9-]){re.escape(colour)}(?![a-z0-9-])(?:\s+([a-z0-9%.]+))?",
                              re.IGNORECASE)
         best = 0.0
@@ -370,7 +419,7 @@ class LexicalReasoner(Reasoner):
                 following = terms((found.group(2) or "").lower())
                 if following and following[0] in asked:
                     return 1.0
-                # Said of nothing in particular ("... in green."), or of something else ("red squares", "brown 93%"
+                # Said of nothing in particular ("... in green."), or of something else ("red cars", "brown 93%"
                 # of the picture, the ground letters are written on: "white letters on blue").
                 elsewhere = following or (found.group(1) and "background" not in asked)
                 best = max(best, ELSEWHERE_WEIGHT if elsewhere else NEUTRAL_WEIGHT)
@@ -378,8 +427,8 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _counted_thing(question: Question) -> tuple[str, frozenset[str]] | None:
-        """The thing a question asks the count of, with the colours it gives of it: "how many yellow squares
-        could be seen?" -> ("square", {"yellow"}); None when it asks no count."""
+        """The thing a question asks the count of, with the colours it gives of it: "how many white cars
+        went by?" -> ("car", {"white"}); None when it asks no count (count)."""
         words = [terms(token) for token in subject_of(question.text).split()]
         for p, word in enumerate(words):
             if word[-1:] in (["many"], ["number"], ["count"]):
@@ -395,9 +444,9 @@ class LexicalReasoner(Reasoner):
     @staticmethod
     def _counted(lines: list[list[str]], number: str, thing: str, given: frozenset[str]) -> float:
         """How a count stands in a memory's statements, as :meth:`_attached` for a colour: 1 where it is the
-        count of the thing asked about, with the colours the question gives of it ("2 yellow squares" for "how
-        many yellow squares"); :data:`ELSEWHERE_WEIGHT` where every mention counts something else ("3 pink
-        squares") or is no count at all ("LANE 3")."""
+        count of the thing asked about, with the colours the question gives of it ("2 white cars" for "how
+        many white cars"); :data:`ELSEWHERE_WEIGHT` where every mention counts something else ("3 red cars") or is
+        no count at all ("BUS 3"). Serves the count kind."""
         best = 0.0
         for line in lines:
             said = LexicalReasoner._said_with(line, number, thing)
@@ -410,8 +459,8 @@ class LexicalReasoner(Reasoner):
     @staticmethod
     def _specific(weights: dict[str, float], bm25: BM25) -> dict[str, float]:
         """The words of what is asked about, each weighted by how specific it is in memory (its idf against the
-        most specific of them): in "where were the red squares", "red" tells the row asked about from the white
-        square every caption mentions, and "squares" does not."""
+        most specific of them): in "where were the red cars", "red" tells the ones asked about from the white
+        car every caption mentions, and "cars" does not (every kind)."""
         subject = [w for w, weight in weights.items() if weight >= 1.0 and w in bm25.idf]  # words memory holds
         top = max((bm25.idf[w] for w in subject), default=0.0)
         if top <= 0:
@@ -421,9 +470,9 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _weights(question: str) -> dict[str, float]:
-        """The question's words, each weighted by what it says: 1 for what is asked about ("the pink squares"),
-        :data:`CONTEXT_WEIGHT` for the words that place it ("at DOCK 14", "while the sign said EXIT": they find the
-        moment, and stand on the moment's other lines), half for words that only name the kind of answer
+        """The question's words, each weighted by what it says: 1 for what is asked about ("the red cars"),
+        :data:`CONTEXT_WEIGHT` for the words that place it ("at the BUS DEPOT", "while the sign said EXIT": they
+        find the moment, and stand on the moment's other lines), half for words that only name the kind of answer
         ("colour", "how many")."""
         subject = subject_of(question)
         weights = dict.fromkeys(question_terms(question), CONTEXT_WEIGHT)
@@ -435,35 +484,16 @@ class LexicalReasoner(Reasoner):
 
     def _context(self, memory: Sequence[MemoryItem], bm25: BM25, query: list[str],
                  question: Question) -> tuple[list[float], list[float]]:
-        """How well each memory matches the question's own words, in [0, 1]; a memory inherits
-        :data:`ENCLOSING_SHARE` of what the memories enclosing it match (a fine caption inside the coarse span that
-        names the place) and :data:`ADJACENT_SHARE` of what a detailed memory right before or after it matches,
-        where it holds more of what is asked about than that one. A long word read with an OCR slip ("VSITOR" for
-        "VISITOR") counts as :meth:`_match` scores it; a count or colour the question gives of a thing counts fully
-        only where it is said of that thing (:meth:`_modifiers`). Returned with each memory's moment: the same
-        match with all that the memories enclosing it hold (see :data:`CHOICE_COVERAGE`)."""
+        """How well each memory matches the question's own words, in [0, 1], each word by its idf and by how well
+        the memory holds it (:meth:`_held`); a memory inherits :data:`ENCLOSING_SHARE` of what the memories
+        enclosing it match (a fine caption inside the coarse span that names the place). Returned with each memory's
+        moment: the same match with all that the memories enclosing it hold (see :data:`CHOICE_COVERAGE`)."""
         qset = set(query)
-        modifiers = self._modifiers(question.text)
         vocabulary = set(bm25.idf)
         # Each question word as memory writes it: exactly, or its near misses (scored once over the vocabulary).
         near = {t: {d: found for d in vocabulary - {t} if (found := self._match(t, {d})[0]) > 0} for t in qset}
-        own: list[dict[str, float]] = []  # per memory: the question words it holds, each with how well (1: exactly)
-        for item, doc in zip(memory, bm25.docs, strict=True):
-            held = {t: 1.0 for t in qset if t in doc}
-            for t in qset - held.keys():
-                found = max((near[t][d] for d in doc if d in near[t]), default=0.0)
-                if found:
-                    held[t] = found
-            if modifiers.keys() & held.keys():
-                lines = [terms(fact) for fact in _FACT.split(item.text)]
-                for t in modifiers.keys() & held.keys():
-                    thing, group = modifiers[t]
-                    said = [run for line in lines if (run := self._said_with(line, t, thing)) is not None]
-                    if not said:
-                        held[t] = DETACHED_WEIGHT
-                    elif not any(group <= run for run in said):
-                        held[t] = min(held[t], APART_WEIGHT)
-            own.append(held)
+        modifiers = self._modifiers(question.text)
+        own = [self._held(item, doc, qset, near, modifiers) for item, doc in zip(memory, bm25.docs, strict=True)]
         # A word counts as much as memory holds it at best: one no memory holds, even misread, tells nothing about
         # which memory is relevant, and the memory that holds a misread word best is not marked down for the slip.
         best = {t: max(held.get(t, 0.0) for held in own) for t in qset} if own else {}
@@ -471,47 +501,57 @@ class LexicalReasoner(Reasoner):
                  for t in qset if best.get(t)}
         total = sum(worth.values()) or 1.0
         own = [{t: found / best[t] for t, found in held.items()} for held in own]
-        subject = set(question_terms(subject_of(question.text)))
-        # What a memory holds of what is asked about: the question's words for it, and a name or code among the
-        # options ("which place was named around the teal squares": the memory with the sign, not the squares).
-        names = [phrase for phrase in map(normalise_phrase, question.options) if _distinctive(phrase)]
-        texts = [normalise_phrase(item.text) for item in memory]
-        asked = [sum(found for t, found in held.items() if t in subject) +
-                 any(name in text or name.replace(" ", "") in text for name in names)
-                 for text, held in zip(texts, own, strict=True)]
         out, moments = [], []
-        for i, item in enumerate(memory):
-            inherited: dict[str, float] = {}  # what the question names, held by a memory around this one or beside it
-            enclosed: dict[str, float] = {}  # ... and, whole, by those around it
-            for j, other in enumerate(memory):
-                if j == i:
-                    continue
-                around = other.start <= item.start and item.end <= other.end and \
-                    (other.end - other.start) > (item.end - item.start)
-                if around:
-                    share = ENCLOSING_SHARE
-                elif item.level in _DETAILED and other.level == item.level and asked[i] > asked[j] and \
-                        (abs(other.end - item.start) < 1e-6 or abs(item.end - other.start) < 1e-6):
-                    share = ADJACENT_SHARE
-                else:
-                    continue
-                for t, found in own[j].items():
-                    gain = max(0.0, found - own[i].get(t, 0.0))
-                    inherited[t] = max(inherited.get(t, 0.0), share * gain)
-                    if around:
-                        enclosed[t] = max(enclosed.get(t, 0.0), gain)
+        for i in range(len(memory)):
+            enclosed = self._enclosed(i, memory, own)
             mass = sum(worth[t] * found for t, found in own[i].items())
-            out.append(min(1.0, (mass + sum(worth[t] * gain for t, gain in inherited.items())) / total))
-            moments.append(min(1.0, (mass + sum(worth[t] * gain for t, gain in enclosed.items())) / total))
+            around = sum(worth[t] * gain for t, gain in enclosed.items())
+            out.append(min(1.0, (mass + ENCLOSING_SHARE * around) / total))
+            moments.append(min(1.0, (mass + around) / total))
         return out, moments
+
+    def _held(self, item: MemoryItem, doc: Counter[str], qset: set[str], near: dict[str, dict[str, float]],
+              modifiers: dict[str, tuple[str, frozenset[str]]]) -> dict[str, float]:
+        """The question's words a memory holds, each with how well: 1 exactly; a long word read with an OCR slip as
+        :meth:`_match` scores it (text); a count or colour the question gives of a thing fully only where it is said
+        of that thing (:meth:`_modifiers`: count, attribute), :data:`APART_WEIGHT` where said of it without the
+        others the question gives, :data:`DETACHED_WEIGHT` where said of something else."""
+        held = {t: 1.0 for t in qset if t in doc}
+        for t in qset - held.keys():
+            found = max((near[t][d] for d in doc if d in near[t]), default=0.0)
+            if found:
+                held[t] = found
+        given = modifiers.keys() & held.keys()
+        if given:
+            lines = [terms(fact) for fact in _FACT.split(item.text)]
+            for t in given:
+                thing, group = modifiers[t]
+                said = [run for line in lines if (run := self._said_with(line, t, thing)) is not None]
+                if not said:
+                    held[t] = DETACHED_WEIGHT
+                elif not any(group <= run for run in said):
+                    held[t] = min(held[t], APART_WEIGHT)
+        return held
+
+    @staticmethod
+    def _enclosed(i: int, memory: Sequence[MemoryItem], own: list[dict[str, float]]) -> dict[str, float]:
+        """What memory ``i`` lacks of the question's words that the memories around it hold (the moment it is part
+        of), each word at the most any of them adds."""
+        item = memory[i]
+        enclosed: dict[str, float] = {}
+        for j, other in enumerate(memory):
+            if j != i and other.start <= item.start and item.end <= other.end and \
+                    (other.end - other.start) > (item.end - item.start):
+                for t, found in own[j].items():
+                    enclosed[t] = max(enclosed.get(t, 0.0), found - own[i].get(t, 0.0))
+        return {t: gain for t, gain in enclosed.items() if gain > 0}
 
     @staticmethod
     def _modifiers(question: str) -> dict[str, tuple[str, frozenset[str]]]:
         """The counts and colours the question gives of a thing, each with that thing and all the question gives of
-        it: "when 3 green squares appeared" -> {"3": ("square", {"3", "green"}), "green": (the same)}; a count with
-        no thing right after it is of the thing named before it ("the green squares (there were 3)", "gate 3"). A
-        number inside a time or a code is no count. A colour the picture "turned" or "was" is its background's."""
-        question = _PICTURE_WAS.sub(lambda m: f"{m[1]} background" if m[1].lower() in COLOUR_NAMES else m[0], question)
+        it: "when 3 green cars parked" -> {"3": ("car", {"3", "green"}), "green": (the same)}; a count with no thing
+        right after it is of the thing named before it ("the green cars (there were 3)", "bus 3"). A
+        number inside a time or a code is no count (count, attribute)."""
         words = [terms(token) for token in question.split()]
         things: dict[str, str] = {}
         for p, word in enumerate(words):
@@ -527,8 +567,8 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _said_with(line: list[str], modifier: str, thing: str) -> frozenset[str] | None:
-        """The counts and colours a line says together with ``modifier`` of ``thing`` ("4 pink squares": {"4",
-        "pink"}; "squares: 3": {"3"}), the largest such run where it says it more than once; None where it does
+        """The counts and colours a line says together with ``modifier`` of ``thing`` ("4 red cars": {"4",
+        "red"}; "cars: 3": {"3"}), the largest such run where it says it more than once; None where it does
         not say ``modifier`` of ``thing``."""
         best: frozenset[str] | None = None
         for p, word in enumerate(line):
@@ -547,7 +587,8 @@ class LexicalReasoner(Reasoner):
 
     @staticmethod
     def _specificity(memory: Sequence[MemoryItem], context: list[float]) -> list[float]:
-        """1, or 0.5 for a memory that holds a deeper one matching the question at least as well: a fine caption
+        """1, or 0.5 for a memory that holds a deeper one matching the question at least as well (every kind with
+        options; VideoLucy's coarse-to-fine evidence): a fine caption
         of 10 s mixes what the asked-about moment showed with what came before or after it, the ultra-fine
         caption inside it is about that moment alone, so its evidence should prevail."""
         out = []
@@ -580,133 +621,172 @@ class LexicalReasoner(Reasoner):
 
     def _choose(self, question: Question, memory: list[MemoryItem], bm25: BM25, context: list[float],
                 moment: list[float]) -> AnswerReply:
-        option_terms = [set(terms(o)) for o in question.options]
+        """The option the memories best support (see the module's docstring), in three steps: what the question asks
+        (:meth:`_read`), what each memory says (:meth:`_memories`), and how each option stands in each memory
+        (:meth:`_score_option`); :meth:`_verdict` then decides how sure the choice is."""
+        reading = self._read(question, bm25)
+        memories = self._memories(question, memory, bm25, context, moment, reading)
+        scored = [self._score_option(self._option(i, question, reading, bm25), reading, memories, bm25)
+                  for i in range(len(question.options))]
+        return self._verdict(question, scored)
+
+    def _read(self, question: Question, bm25: BM25) -> _Reading:
+        """What a question with options asks, read once for all its options and memories: its words and their
+        weights (what is asked about, the moment's context, the kind of answer), the names it anchors the answer to,
+        the names that place the moment, the things it asks a colour or a count of."""
         qset = set(question_terms(question.text))
-        # The number of a name ("LANE 3") is no count the question gives: an option "3" does not echo it.
+        # The number of a name ("BUS 5") is no count the question gives: an option "5" does not echo it (count).
         echoed = qset - {m[1] for m in _NAME_NUMBER.finditer(question.text)}
         weights = self._specific(self._weights(question.text), bm25)
-        # What is asked about may take several words ("the squares in the bottom left"): an option beside all of
-        # them that memory holds is nearer than one beside some ("2 red squares (top left)").
+        # What is asked about may take several words ("the cars in the bottom left"): an option beside all of
+        # them that memory holds is nearer than one beside some ("2 red cars (top left)").
         subject_mass = sum(w for t, w in weights.items()
                            if t in bm25.idf and t not in _ANSWER_KIND and w > CONTEXT_WEIGHT)
-        if subject_mass > NEAR_FULL:
-            weights = {t: w * NEAR_FULL / subject_mass for t, w in weights.items()}
+        if subject_mass > NEAR_ENOUGH:
+            weights = {t: w * NEAR_ENOUGH / subject_mass for t, w in weights.items()}
         anchors = self._anchors(question)
-        cues = self._cues(question, anchors)
-        asked = self._asked(question, anchors)
+        return _Reading(qset, echoed, weights, anchors, self._cues(question, anchors), self._asked(question, anchors),
+                        self._counted_thing(question), [set(terms(o)) for o in question.options],
+                        {normalise_phrase(o) for o in question.options} & COLOUR_NAMES)
+
+    def _memories(self, question: Question, memory: list[MemoryItem], bm25: BM25, context: list[float],
+                  moment: list[float], reading: _Reading) -> _Memories:
+        """The memories of one answer split into statements once, with what each can contribute at most (its depth,
+        how well it matches the question, whether a deeper memory inside it supersedes it) and the relevant set:
+        those within half of the best."""
         facts = [_FACT.split(m.text) for m in memory]
         lines = [[terms(fact) for fact in item] for item in facts]
         doc_terms = [{t for line in item for t in line} for item in lines]
-        fixtures = self._fixtures(memory, doc_terms)
-        counted = self._counted_thing(question)
-        phrases = [normalise_phrase(m.text) for m in memory]
         specific = self._specificity(memory, context)
-        # What each memory can contribute at most, and the memories about what is asked (the relevant set).
         cap = [_weight(m.level) * _relevant(context[k]) * specific[k] for k, m in enumerate(memory)]
         top_cap = max(cap, default=0.0)
         relevant = [k for k in range(len(memory)) if top_cap > 0 and cap[k] >= 0.5 * top_cap]
-        relevant_mass = sum(cap[k] for k in relevant) or 1.0
-        timed = self._timed(question, facts, lines, option_terms, cues, asked)
-        best_per_option: list[_Scored | None] = []
-        option_colours = {normalise_phrase(o) for o in question.options} & COLOUR_NAMES
-        for i, option in enumerate(question.options):
-            others = set().union(*(t for j, t in enumerate(option_terms) if j != i))
-            distinct = (option_terms[i] - others - qset) or (option_terms[i] - others) or option_terms[i]
-            mass = sum(bm25.idf_of(t) for t in distinct) or 1.0
-            # An option that only repeats the question's words is its distractor ("the background behind the pink
-            # squares" was not pink): what it is found beside counts half.
-            echo = ECHO_WEIGHT if distinct <= echoed else 1.0
+        timed = self._timed(question, facts, lines, reading.option_terms, reading.cues, reading.asked)
+        return _Memories(memory, facts, lines, doc_terms, [normalise_phrase(m.text) for m in memory],
+                         self._fixtures(memory, doc_terms), cap, relevant, sum(cap[k] for k in relevant) or 1.0,
+                         context, moment, timed)
+
+    @staticmethod
+    def _option(i: int, question: Question, reading: _Reading, bm25: BM25) -> _Option:
+        """How option ``i`` is looked for: the words that tell it apart from the other options, as a whole phrase,
+        spelled as OCR or a transcript may write it, and as a colour or a count where the question asks one."""
+        own = reading.option_terms[i]
+        others = set().union(*(t for j, t in enumerate(reading.option_terms) if j != i))
+        distinct = (own - others - reading.qset) or (own - others) or own
+        phrase = normalise_phrase(question.options[i])
+        number = terms(question.options[i])
+        compact = "".join(phrase.split())
+        return _Option(
+            index=i, terms=number, distinct=distinct, mass=sum(bm25.idf_of(t) for t in distinct) or 1.0,
+            # An option that only repeats the question's words is its distractor ("the background behind the red
+            # cars" was not red): what it is found beside counts half.
+            echo=ECHO_WEIGHT if distinct <= reading.echoed else 1.0,
             # Options made of the same words in another order ("top left", "bottom left"...) are told apart only
             # by the whole phrase: a stray "left" elsewhere is no evidence for either.
-            by_words = bool(option_terms[i] - others) or len(option_terms[i]) < 2
-            phrase = normalise_phrase(option)
-            # A code or a multi-word option found verbatim is strong evidence wherever it is.
-            coded = any(c.isdigit() for c in phrase)
-            distinctive_phrase = _distinctive(phrase)
-            # A code said aloud is written either way ("B 12" on a sign, "B12" in a transcript, or the reverse).
-            spellings = [phrase] + ([phrase.replace(" ", "")] if distinctive_phrase and " " in phrase and coded
-                                    and len(phrase.split()) <= 3 else [])
-            colour = phrase if phrase in COLOUR_NAMES and asked else None
-            number = terms(option)
-            count = number[0] if counted and len(number) == 1 and number[0].isdigit() else None  # "three": "3"
-            compact = "".join(phrase.split())
-            short_words = len(option_terms[i]) > 1 and all(len(t) < 6 for t in option_terms[i]) and len(compact) >= 4
-            best: _Scored | None = None
-            scores = [0.0] * len(memory)
-            for k, item in enumerate(memory):
-                support = 0.0
-                said: set[str] = set()  # the option's words as this memory writes them
-                for t in distinct if by_words else ():
-                    found, which = self._match(t, doc_terms[k])
-                    if found:
-                        said.add(which or t)
-                        near = self._near(lines[k], which or t, weights)
-                        support += bm25.idf_of(t) * found * (0.4 + 0.6 * near)
-                support /= mass
-                exact = distinctive_phrase and any(re.search(
-                    rf"(?<![a-z0-9]){re.escape(spelling)}(?![a-z0-9])", phrases[k]) for spelling in spellings)
-                if exact:
-                    # Found verbatim: strong evidence. A code is its spelling; words such as "top left" or "light
-                    # blue" are said of many things, and count by how near they stand to what the question is about.
-                    near = 1.0 if coded else self._near_phrase(lines[k], terms(option), weights)
-                    support = max(support, 0.8 * (0.4 + 0.6 * near))
-                    said.update(terms(option))
-                if support == 0 and short_words:
-                    # A name of short words misread ("ARC = 1" for "ARCH 11") is found by the whole of it.
-                    found, where = self._misread(compact, facts[k])
-                    if found:
-                        support = found * (0.4 + 0.6 * self._near_phrase(lines[k], terms(where), weights))
-                        said.update(terms(where))
-                if count is not None and support > 0:
-                    support *= self._counted(lines[k], count, *counted)
-                if colour is not None and support > 0:
-                    support *= self._attached(facts[k], colour, asked, fixtures, cues)
-                elif colour is not None:
-                    # Named only with a neighbour's name that is no option ("red letters" when pink is one): names
-                    # of colours blur at their borders, in a caption as in a small, blended picture.
-                    for other in _NEIGHBOURS.get(colour, set()) - option_colours:
-                        if other in doc_terms[k]:
-                            reading = NEIGHBOUR_WEIGHT * (0.4 + 0.6 * self._near(lines[k], other, weights)) * \
-                                self._attached(facts[k], other, asked, fixtures, cues)
-                            if reading > support:
-                                support, said = reading, {other}
-                if timed[k] and i not in timed[k]:  # said at another time than the moment the question gives
-                    support *= ELSEWHERE_WEIGHT
-                anchored = not anchors or any(said & set(fact) and anchors & set(fact) for fact in lines[k])
-                support *= echo * (1.0 if anchored else UNANCHORED_WEIGHT)
-                score = scores[k] = support * cap[k]
-                if score > 0 and (best is None or score > best.score):
-                    best = _Scored(item, score, exact, context[k], moment[k], anchored)
-            if best is not None:
-                # The best single memory counts, and so does how consistently the relevant memories agree:
-                # a caption that straddles a cut may name a colour from just before the moment asked about.
-                agreement = sum(scores[k] for k in relevant) / relevant_mass
-                best.score = 0.3 * best.score + 0.7 * agreement
-            best_per_option.append(best)
-        ranked = sorted(range(len(question.options)),
-                        key=lambda i: (-(best_per_option[i].score if best_per_option[i] else 0.0), i))
+            by_words=bool(own - others) or len(own) < 2, coded=any(c.isdigit() for c in phrase),
+            patterns=_verbatim(phrase),
+            colour=phrase if phrase in COLOUR_NAMES and reading.asked else None,
+            count=number[0] if reading.counted and len(number) == 1 and number[0].isdigit() else None,
+            compact=compact, short_words=len(own) > 1 and all(len(t) < 6 for t in own) and len(compact) >= 4)
+
+    def _score_option(self, option: _Option, reading: _Reading, memories: _Memories, bm25: BM25) -> _Scored | None:
+        """How well the memories support an option: the best single memory's support, blended with how consistently
+        the relevant memories agree (a caption that straddles a cut may name a colour from just before the moment
+        asked about)."""
+        best: _Scored | None = None
+        scores = [0.0] * len(memories.items)
+        for k, item in enumerate(memories.items):
+            support, exact, anchored = self._support(option, k, reading, memories, bm25)
+            score = scores[k] = support * memories.cap[k]
+            if score > 0 and (best is None or score > best.score):
+                best = _Scored(item, score, exact, memories.context[k], memories.moment[k], anchored)
+        if best is not None:
+            agreement = sum(scores[k] for k in memories.relevant) / memories.relevant_mass
+            best.score = 0.3 * best.score + 0.7 * agreement
+        return best
+
+    def _support(self, option: _Option, k: int, reading: _Reading, memories: _Memories,
+                 bm25: BM25) -> tuple[float, bool, bool]:
+        """(support, exact, anchored) of an option in memory ``k``: found by its words, verbatim, or misread; then
+        qualified by what it is said of (a count of the thing counted, a colour of the thing asked about), by when
+        (the moment the question gives) and by where (the statement that names the question's anchor)."""
+        lines, facts = memories.lines[k], memories.facts[k]
+        support, said = self._word_support(option, lines, memories.doc_terms[k], reading.weights, bm25)
+        exact = any(p.search(memories.phrases[k]) for p in option.patterns)
+        if exact:
+            # Found verbatim: strong evidence. A code is its spelling; words such as "top left" or "light blue" are
+            # said of many things, and count by how near they stand to what the question is about (text, attribute).
+            near = 1.0 if option.coded else self._near_phrase(lines, option.terms, reading.weights)
+            support = max(support, 0.8 * (0.4 + 0.6 * near))
+            said.update(option.terms)
+        if support == 0 and option.short_words:
+            # A name of short words misread by OCR is found by the whole of it (text).
+            found, where = self._misread(option.compact, facts)
+            if found:
+                support = found * (0.4 + 0.6 * self._near_phrase(lines, terms(where), reading.weights))
+                said.update(terms(where))
+        if option.count is not None and support > 0 and reading.counted:
+            support *= self._counted(lines, option.count, *reading.counted)
+        if option.colour is not None:
+            support, said = self._coloured(option.colour, support, said, k, reading, memories)
+        if memories.timed[k] and option.index not in memories.timed[k]:  # said at another time than the question's
+            support *= ELSEWHERE_WEIGHT
+        anchored = not reading.anchors or any(said & set(fact) and reading.anchors & set(fact) for fact in lines)
+        return support * option.echo * (1.0 if anchored else UNANCHORED_WEIGHT), exact, anchored
+
+    def _word_support(self, option: _Option, lines: list[list[str]], doc_terms: set[str], weights: dict[str, float],
+                      bm25: BM25) -> tuple[float, set[str]]:
+        """Support of an option by the words that tell it apart, each by its idf, how well memory holds it
+        (:meth:`_match`) and how near it stands to the question's words (:meth:`_near`); with those words as this
+        memory writes them."""
+        support = 0.0
+        said: set[str] = set()
+        for t in option.distinct if option.by_words else ():
+            found, which = self._match(t, doc_terms)
+            if found:
+                said.add(which or t)
+                support += bm25.idf_of(t) * found * (0.4 + 0.6 * self._near(lines, which or t, weights))
+        return support / option.mass, said
+
+    def _coloured(self, colour: str, support: float, said: set[str], k: int, reading: _Reading,
+                  memories: _Memories) -> tuple[float, set[str]]:
+        """An option that is a colour, where the question asks a colour (attribute): its support as said of the thing
+        asked about (:meth:`_attached`), or, named nowhere, read from a neighbouring colour's name that is no option
+        (names of colours blur at their borders, in a caption as in a small, blended picture)."""
+        facts, lines, doc_terms = memories.facts[k], memories.lines[k], memories.doc_terms[k]
+        if support > 0:
+            return support * self._attached(facts, colour, reading.asked, memories.fixtures, reading.cues), said
+        for other in _NEIGHBOURS.get(colour, set()) - reading.option_colours:
+            if other in doc_terms:
+                found = NEIGHBOUR_WEIGHT * (0.4 + 0.6 * self._near(lines, other, reading.weights)) * \
+                    self._attached(facts, other, reading.asked, memories.fixtures, reading.cues)
+                if found > support:
+                    support, said = found, {other}
+        return support, said
+
+    def _verdict(self, question: Question, scored: list[_Scored | None]) -> AnswerReply:
+        """The best-supported option, confident only when it clearly beats the runner-up, rests on detailed
+        evidence (a fine or finer memory, or a verbatim match) and that evidence is about what was asked."""
+        ranked = sorted(range(len(question.options)), key=lambda i: (-(scored[i].score if scored[i] else 0.0), i))
         top = ranked[0]
-        first = best_per_option[top]
-        second = best_per_option[ranked[1]] if len(ranked) > 1 else None
+        first = scored[top]
+        second = scored[ranked[1]] if len(ranked) > 1 else None
         s1 = first.score if first else 0.0
         s2 = second.score if second else 0.0
         s = self.settings
         detailed = first is not None and (first.item.level in _DETAILED or first.exact)
-        # ... and about what was asked: the evidence (or the span around it) names the question's subject.
         on_topic = first is not None and first.context >= s.min_coverage and first.moment >= CHOICE_COVERAGE and \
             first.anchored
         confident = s1 >= s.min_score and s1 - s2 >= s.min_margin and detailed and on_topic
+        evidence: list[EvidenceSpan] = []
         if first is None:
             reason = "no memory mentions any option; guessing"
-            evidence: list[EvidenceSpan] = []
         elif s1 < s.min_score:  # a guess: what it leans on is no evidence to look closer at
-            evidence = []
             reason = f"option {top} scores only {s1:.2f} against {s2:.2f} for the runner-up; guessing"
         else:
             evidence = [EvidenceSpan(start=first.item.start, end=first.item.end)]
             reason = (f"option {top} scores {s1:.2f} against {s2:.2f} for the runner-up, from {first.item.level} "
-                      f"memory at {first.item.start:g}-{first.item.end:g}s"
-                      f"{' (exact match)' if first.exact else ''}")
+                      f"memory at {first.item.start:g}-{first.item.end:g}s{' (exact match)' if first.exact else ''}")
             if not confident:
                 reason += ("; only coarse evidence" if not detailed else
                            "; the evidence is not about what was asked" if not on_topic else "; not decisive")
@@ -735,11 +815,14 @@ class LexicalReasoner(Reasoner):
         best = [i for i in best if overlap[i] > 0] or best[:1]
         line = " ".join(sentences[i] for i in sorted(best))
         coverage = context[k]
-        confident = item.level in _DETAILED and coverage >= self.settings.min_coverage
+        # A quoted line is an excerpt, not an answer: that it shares the question's words says nothing of whether it
+        # holds what is asked (a count, a time, a reason). It is never confident; the engine's operators read the
+        # value of the question's kind from memory and give confidence from that evidence (lucy.query.operators).
         return AnswerReply(
-            answer=f"At {item.start:g}-{item.end:g}s: {clip_text(line, 400)}", confident=confident,
+            answer=f"At {item.start:g}-{item.end:g}s: {clip_text(line, 400)}", confident=False,
             evidence=[EvidenceSpan(start=item.start, end=item.end)],
-            reason=f"best-matching {item.level} memory covers {coverage:.0%} of the question's words")
+            reason=f"an excerpt: the best-matching {item.level} memory (it holds {coverage:.0%} of the question's "
+                   "words, which is no evidence that it answers)")
 
     def _ranking(self, question: Question, items: Sequence[MemoryItem]) -> tuple[list[float], list[float]]:
         """(relevance, context) of memories to a question, for choosing where to look. The question's words count

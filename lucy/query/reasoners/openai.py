@@ -5,6 +5,13 @@ server (where it supports structured output) and as the validator of what comes 
 models that ignore the schema are still parsed: ``<think>`` blocks are dropped, code fences opened, and the JSON
 object found among the text around it. A reply that does not validate goes back to the model once with the
 error; a second failure raises :class:`ReasonerError` with a clear message.
+
+The answering agent is shown, besides memory, the question's kind as the engine's rules parsed it and a table of
+what the detector, OCR and transcription recorded in the question's period (the question's brief, inside the data
+block), and it is asked for a direct answer sentence rather than a memory line. Its confidence is one of several
+checks, all of which must hold: the reply must validate and name an option that exists (else it goes back once); a
+confident reply must cite evidence that meets a memory or a table row it was shown (:func:`grounded`, else it is
+kept, not confident, and the loop looks further); the engine never takes a final answer as confident.
 """
 
 from __future__ import annotations
@@ -128,6 +135,37 @@ def parse_reply(text: str, model: type[M], check: Callable[[M], M] | None = None
     raise ValueError(first_error or "the reply holds no JSON object")
 
 
+# ------------------------------------------------------------------------------------------------- confidence
+
+GROUNDING_SLACK_SECONDS = 1.0  # evidence this close to a span shown still points at it (rounded times)
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.lower().strip(" .!").split())
+
+
+def shown_spans(memory: Sequence[MemoryItem], question: Question) -> list[tuple[float, float]]:
+    """The media-time spans of what an answer prompt showed: each memory, and each row of the observation table
+    (a class's or a track's first to last sighting, the time of a text or speech line)."""
+    spans = [(m.start, m.end) for m in memory]
+    table = question.brief.table if question.brief is not None else None
+    if table is not None:
+        spans += [(c.first_seen, c.last_seen) for c in table.classes]
+        spans += [(r.first_seen, r.last_seen) for r in table.tracks]
+        spans += [(s.start, s.end) for s in (*table.texts, *table.speech)]
+        if table.coverage is not None and not table.classes:  # "none seen" rests on all the detector watched
+            spans.append((table.start, table.end))
+    return spans
+
+
+def grounded(reply: AnswerReply, memory: Sequence[MemoryItem], question: Question) -> bool:
+    """Whether a reply's evidence points at what it was shown: at least one span that meets a memory or a row of
+    the observation table. A confident reply with no evidence, or evidence only elsewhere, is not grounded."""
+    spans = shown_spans(memory, question)
+    slack = GROUNDING_SLACK_SECONDS
+    return any(e.start <= b + slack and e.end >= a - slack for e in reply.evidence for a, b in spans)
+
+
 # ------------------------------------------------------------------------------------------------- reasoner
 
 
@@ -136,6 +174,8 @@ class OpenAIReasoner(Reasoner):
     is used on). Errors name the server without its credentials."""
 
     name = "openai"
+    reads_observations = True  # the answer prompt shows the question's kind and the table of what was observed
+    interprets = True  # a chat model writes its own answer from the captions (a "why" included)
 
     def __init__(self, *, base_url: str, model: str, api_key: str = "EMPTY", timeout_seconds: float = 120.0,
                  max_retries: int = 2, max_tokens: int = 1024, temperature: float = 0.0,
@@ -233,12 +273,24 @@ class OpenAIReasoner(Reasoner):
                      final: bool = False) -> Reasoned[AnswerReply]:
         reasoned = await self._ask(prompts.answer_prompt(question, memory, final=final), AnswerReply,
                                    lambda r: check_answer(r, question), "answer")
-        if not question.options and reasoned.reply.option_index is not None:
-            reasoned.reply = reasoned.reply.model_copy(update={"option_index": None})
-        if question.options:  # the option's own text, whatever words the model used
-            index = reasoned.reply.option_index
+        reply = reasoned.reply
+        if not question.options and reply.option_index is not None:
+            reply = reply.model_copy(update={"option_index": None})
+        if question.options:  # the option's own text, whatever words the model used; its sentence leads the reason
+            index = reply.option_index
             assert index is not None
-            reasoned.reply = reasoned.reply.model_copy(update={"answer": question.options[index]})
+            option, sentence = question.options[index], " ".join(reply.answer.split())
+            reason = reply.reason
+            if sentence and _plain(sentence) != _plain(option):
+                reason = f"{sentence} {reason}".strip()
+            reply = reply.model_copy(update={"answer": option, "reason": reason})
+        if reply.confident and not grounded(reply, memory, question):
+            # The model's word alone does not make an answer confident: it must point at what it was shown.
+            reply = reply.model_copy(update={
+                "confident": False,
+                "reason": f"{reply.reason} (said to be confident, but its evidence is not in the memory or "
+                          f"observations shown)".strip()})
+        reasoned.reply = reply
         return reasoned
 
     async def localise(self, question: Question, memory: Sequence[MemoryItem],

@@ -1,0 +1,147 @@
+"""Operators over the detect stage's tracks and per-frame counts: how many, and whether there was one.
+
+* *count* — distinct tracks of the class in the period ("how many people walked by"), the most in view in one
+  detected frame ("at once", "at most"), or the count in view at a moment ("now", "at 1:20");
+* *presence* — yes with the first sighting, or a no that is confident only when the detector watched the whole
+  period (observed up to its end, count samples with no gap in it).
+"""
+
+from __future__ import annotations
+
+from lucy.perception.describe import looks, plural
+from lucy.perception.objects import PERSON
+from lucy.query.kinds import CountMode, ParsedQuestion, Subject
+from lucy.query.operators.base import (
+    FULL_COVERAGE,
+    SOLID_SCORE,
+    Grounds,
+    Observed,
+    OperatorAnswer,
+    confidence,
+    matching,
+    quality,
+    span_words,
+    what,
+)
+from lucy.text import hms
+
+FILTERED_AGREEMENT = 0.8  # tracks of one colour or one way of moving: the tracker's word alone, no second reading
+GLIMPSE = 0.75  # one track seen for under a second
+
+
+def _noun(subject: Subject, n: int) -> str:
+    return plural(subject.name, n)
+
+
+# ------------------------------------------------------------------------------------------- count
+
+def count(question: ParsedQuestion, observed: Observed) -> OperatorAnswer:
+    """How many of the question's subject: distinct tracks, the most at once, or in view at a moment."""
+    subject = question.subject
+    assert subject is not None
+    series = observed.series(subject)
+    coverage = observed.coverage
+    where = span_words(observed.start, observed.end)
+    if question.count_mode is CountMode.MOMENT:
+        at = observed.end if question.period.from_end else observed.start
+        if not series:
+            return OperatorAnswer(f"Nothing was observed near {hms(at)}.", 0.0, reason="no count sample near it")
+        t, n = min(series, key=lambda s: abs(s[0] - at))
+        close = abs(t - at) <= observed.tolerance
+        text = f"{n} {_noun(subject, n)} {'was' if n == 1 else 'were'} in view at {hms(t)}."
+        return OperatorAnswer(text, 1.0 if close else 0.3, ((t, t),),
+                              f"the detector's count at {t:.1f} s", value=n)
+    if question.count_mode is CountMode.AT_ONCE:
+        if not series:
+            return OperatorAnswer(f"Nothing was observed in {where}.", 0.0, reason="no count samples in the period")
+        high = max(n for _, n in series)
+        t = next(t for t, n in series if n == high)
+        text = f"At most {high} {_noun(subject, high)} {'was' if high == 1 else 'were'} in view at once " \
+               f"(first at {hms(t)})."
+        # One frame alone at the peak may hold a false detection: the peak stands when a second frame reaches it.
+        runner_up = sorted((n for _, n in series), reverse=True)[1] if len(series) > 1 else 0
+        held = 1.0 if runner_up == high or high == 0 else runner_up / high
+        sure, why = confidence(Grounds(coverage=coverage, agreement=held, notes=(
+            f"most in one detected frame of {len(series)}, next most {runner_up}",
+            f"the detector watched {coverage:.0%} of {where}")))
+        return OperatorAnswer(text, sure, ((t, t),), why, value=high)
+    tracks = matching(question, observed.of(subject))
+    n = len(tracks)
+    moving = sum(1 for t in tracks if t.moving)
+    verb = ("walked by" if subject.name == PERSON else "passed") if n and moving * 2 >= n else "were seen"
+    about = "About " if n > 5 else ""
+    if n == 0:
+        text = f"No {_noun(subject, 2)} were seen ({where})."
+    elif n == 1:
+        text = f"1 {_noun(subject, 1)} {'was seen' if verb == 'were seen' else verb} ({where})."
+    else:
+        text = f"{about}{n} {_noun(subject, n)} {verb}"
+        counts = [c for _, c in series if c]  # while any were in view
+        if counts and max(counts) > 1:
+            low, high = min(counts), max(counts)
+            text += f", {low} to {high} at a time" if low != high else f", {high} at a time"
+        text += f" ({where})."
+    sure, why = confidence(Grounds(coverage=coverage, quality=quality(tracks),
+                                   agreement=_agreement(question, observed, n), notes=(
+                                       f"{n} distinct tracks", f"the detector watched {coverage:.0%} of {where}")))
+    evidence = tuple((t.first_seen, t.last_seen) for t in tracks[:5]) or ((observed.start, observed.end),)
+    return OperatorAnswer(text, sure, evidence, why, value=n)
+
+
+
+
+def _agreement(question: ParsedQuestion, observed: Observed, n: int) -> float:
+    """How far the distinct-track count ``n`` agrees with the arrivals the per-frame counts show
+    (:meth:`Observed.arrivals`): a tracker that split people into pieces, or joined two into one, reads
+    otherwise than the counts. A count of some of the class only (a colour, standing still) has no second
+    reading: :data:`FILTERED_AGREEMENT`."""
+    assert question.subject is not None
+    if question.colour is not None or question.still:
+        return FILTERED_AGREEMENT
+    arrivals = observed.arrivals(question.subject)
+    return 1.0 if max(n, arrivals) == 0 else min(n, arrivals) / max(n, arrivals)
+
+
+# ------------------------------------------------------------------------------------------- presence
+
+def presence(question: ParsedQuestion, observed: Observed) -> OperatorAnswer:
+    """Whether the subject was seen in the period: yes with its first sighting, or a no that is confident only when
+    the detector watched all of the period."""
+    subject = question.subject
+    assert subject is not None
+    where = span_words(observed.start, observed.end)
+    every = observed.of(subject)
+    tracks = sorted(matching(question, every), key=lambda t: (t.first_seen, t.track_id))
+    if tracks:
+        first = tracks[0]
+        look = looks(first)
+        noun = what(subject, question) if question.colour else subject.name
+        described = f"a {noun}" if not look or question.colour else (
+            f"a {noun} ({look})" if first.label == PERSON else f"a {look} {first.label}")
+        text = f"Yes — {described}, first seen at {hms(first.first_seen)}"
+        if len(tracks) > 1:
+            text += f" ({len(tracks)} in all)"
+        best = max(t.score for t in tracks)
+        # One track seen for under a second is one glimpse: a second sighting (or a longer one) confirms it.
+        solid = len(tracks) >= 2 or first.dwell >= 1.0
+        sure, why = confidence(Grounds(
+            quality=min(1.0, best / SOLID_SCORE) * (1.0 if solid else GLIMPSE),
+            agreement=FILTERED_AGREEMENT if question.colour else 1.0,
+            notes=(f"{len(tracks)} tracks of {subject.name}; best detector score {best:.2f}",)))
+        return OperatorAnswer(text + ".", sure, tuple((t.first_seen, t.last_seen) for t in tracks[:3]), why,
+                              value=True)
+    coverage = observed.coverage
+    asked = what(subject, question)
+    if every:  # seen, but not as asked (another colour, moving): the detector's colours are no proof of a no
+        return OperatorAnswer(f"No {asked} that the detector could tell; it saw {len(every)} "
+                              f"{_noun(subject, len(every))} in {where}.", 0.3,
+                              tuple((t.first_seen, t.last_seen) for t in every[:3]),
+                              "tracks of the class exist, none with the details asked", value=False)
+    if coverage >= FULL_COVERAGE:
+        return OperatorAnswer(f"No — no {asked} was seen in {where} (the detector watched all of it).", coverage,
+                              ((observed.start, observed.end),),
+                              f"no track of {subject.name}; the detector watched {coverage:.0%} of the period",
+                              value=False)
+    return OperatorAnswer(f"No {asked} was seen in the part of {where} the detector watched ({coverage:.0%}).",
+                          coverage * 0.5, ((observed.start, min(observed.end, observed.until)),),
+                          f"the detector watched only {coverage:.0%} of the period", value=False)

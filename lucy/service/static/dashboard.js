@@ -270,6 +270,7 @@ function clearSelection() {
   resetSpans();
   drawSelected();
   $("#question-list").replaceChildren();
+  resetObjects();
 }
 
 async function select(name) {
@@ -291,9 +292,12 @@ async function select(name) {
   runSearch();
   loadWatches();
   loadQuestions();
+  resetObjects();
+  loadObjects();
   try {
     const [history, memory] = await Promise.all([
-      getJSON(streamPath("/history")), getJSON(streamPath("/memory?latest=true&limit=" + NODES_SHOWN)), loadSpans()]);
+      getJSON(streamPath("/history")), getJSON(streamPath("/memory?latest=true&limit=" + NODES_SHOWN)), loadSpans(),
+      loadSummaries()]);
     if (name !== state.selected) return;
     state.points = history.points.concat(state.points.filter((p) => p.t > (history.points.at(-1) || { t: 0 }).t));
     addNodes(memory.nodes);
@@ -480,6 +484,7 @@ function addNodes(nodes) {
   state.nodes = [...byId.values()].sort((a, b) => a.start - b.start || a.end - b.end).slice(-NODES_SHOWN);
   for (const n of nodes) spanNode(n);
   renderSpans();
+  if (nodes.some((n) => summaryDepth(n.level))) renderSummaries();
 }
 
 // ------------------------------------------------------------------------------------------------ memory by span
@@ -490,7 +495,10 @@ function addNodes(nodes) {
 const SPAN_PAGE = 20;         // coarse spans read per page
 const SPANS_KEPT = 100;       // entries kept as a live stream adds spans (older ones are a click away)
 const CHILD_PAGE = 500;       // a span's deeper nodes read per request
-const LISTED = new Set(["coarse", "fine", "ultra_fine", "speech"]);  // summaries span many coarse spans: not here
+const LISTED = new Set(["coarse", "fine", "ultra_fine", "speech"]);  // summaries span many coarse spans: their own list
+const SUMMARY_LEVEL = /^summary([1-9][0-9]?)$/;  // summary1 over coarse spans, summary2 over summary1, ...
+const SUMMARY_PAGE = 20;      // summaries read per level
+const summaries = { seq: 0, nodes: new Map() };
 const spans = { seq: 0, groups: new Map(), oldest: null, more: false, seconds: {}, defaultPreset: null };
 
 // Seconds between coarse span boundaries of the selected stream (its preset's; 60 until the feed says).
@@ -512,6 +520,52 @@ function resetSpans() {
   spans.more = false;
   $("#nodes").replaceChildren();
   $("#older-spans").hidden = true;
+  summaries.seq += 1;
+  summaries.nodes = new Map();
+  renderSummaries();
+}
+
+// ------------------------------------------------------------------------------------------------ summaries
+// A long stream's questions write summaries above coarse memory (lucy/query/summaries.py): each covers several coarse
+// spans, so none belongs to one span's entry. They are listed apart, above the spans and folded: coarsest level
+// first, newest first within a level, each with the stretch it covers.
+
+function summaryDepth(level) {
+  const m = SUMMARY_LEVEL.exec(level || "");
+  return m ? Number(m[1]) : 0;
+}
+
+function summaryNode(n) {
+  summaries.nodes.set(n.id, n);
+}
+
+function renderSummaries() {
+  const box = $("#summaries"), list = $("#summary-nodes");
+  const nodes = [...summaries.nodes.values()].sort(
+    (a, b) => summaryDepth(b.level) - summaryDepth(a.level) || b.start - a.start);
+  box.hidden = !nodes.length;
+  const levels = new Set(nodes.map((n) => n.level)).size;
+  $("#summaries-summary").textContent = nodes.length + " " + (nodes.length === 1 ? "summary" : "summaries") +
+    " of longer stretches (" + levels + " " + (levels === 1 ? "level" : "levels") + ")";
+  list.replaceChildren(...nodes.map((n) => {
+    const li = el("li", { class: "node-text summary-node", "data-level": n.level, "data-start": String(n.start) });
+    nodeLine(n, li);
+    return li;
+  }));
+}
+
+// Each summary level's newest page, from summary1 up to the first level that has none (a level exists only over
+// the one below it).
+async function loadSummaries() {
+  const name = state.selected, seq = summaries.seq;
+  for (let depth = 1; depth < 100; depth += 1) {
+    const params = new URLSearchParams({ level: "summary" + depth, latest: "true", limit: String(SUMMARY_PAGE) });
+    const page = await getJSON(streamPath("/memory?" + params, name));
+    if (seq !== summaries.seq) return;
+    if (!page.nodes.length) break;
+    for (const n of page.nodes) summaryNode(n);
+  }
+  renderSummaries();
 }
 
 function spanGroup(key) {
@@ -527,6 +581,7 @@ function spanGroup(key) {
 // captions, a question's re-captioning of the span, speech) is a child. Nodes of spans older than the pages read
 // wait for "older spans".
 function spanNode(n) {
+  if (summaryDepth(n.level)) { summaryNode(n); return; }
   if (!LISTED.has(n.level)) return;
   const key = spanKey(n.start);
   if (spans.oldest !== null && key < spans.oldest) return;
@@ -754,6 +809,7 @@ function onTick(data) {
     drawSelected();
     const answered = state.streams.get(state.selected).questions.answered;
     if (answered !== state.answered) { state.answered = answered; loadQuestions(); }
+    refreshObjects();
   }
   if (data.ready !== undefined) setHealth(data.ready ? "live" : "starting", data.ready);
   state.ticks += 1;
@@ -1308,6 +1364,127 @@ async function loadWatches() {
   } catch (err) {
     $("#watch-result").textContent = String(err.message || err);
   }
+}
+
+// ------------------------------------------------------------------------------------------------ tracked objects
+// The objects the detect stage followed (one per object, as Frigate's events), newest first, each with the snapshot
+// of its best frame; a mark each on a strip over the stream's time. Labels and attributes are data read from video:
+// shown as text only. Read again (at most every OBJECTS_MS) while the detect stage writes track records.
+
+const OBJECTS_SHOWN = 60;
+const OBJECTS_MS = 5000;
+const OBJECTS_WINDOW = 3600;  // seconds of the stream's newest media time whose objects are read
+const OBJECTS_READ = 2000;
+const OBJECT_COLOURS = { person: "#2f6fdf", vehicle: "#c0691f", animal: "#1f9d6b" };
+const VEHICLE_LABELS = new Set(["car", "truck", "bus", "motorcycle", "train", "boat", "airplane"]);
+const ANIMAL_LABELS = new Set(["bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe"]);
+const objectsView = { seq: 0, loadedAt: 0, until: null, tracks: null, snapshots: new Map(), list: [] };
+
+function objectKind(label) {
+  if (label === "person") return "person";
+  return VEHICLE_LABELS.has(label) ? "vehicle" : ANIMAL_LABELS.has(label) ? "animal" : "";
+}
+
+function objectSnapshot(o) {
+  if (!o.snapshot_url) return thumbPlaceholder("no snapshot");  // none was kept
+  let url = objectsView.snapshots.get(o.id);
+  const img = el("img", { class: "thumb", alt: "snapshot of " + o.label });
+  if (url) { img.src = url; return img; }
+  api(o.snapshot_url).then((res) => (res.ok ? res.blob() : Promise.reject(new Error("HTTP " + res.status))))
+    .then((blob) => {
+      url = URL.createObjectURL(blob);  // kept while the stream is selected: a snapshot is fetched once
+      objectsView.snapshots.set(o.id, url);
+      img.src = url;
+    })
+    .catch(() => img.replaceWith(thumbPlaceholder("no snapshot")));
+  return img;
+}
+
+function objectItem(o) {
+  const li = el("li", { class: "object" + (o.active ? " active" : ""), "data-id": String(o.id),
+                        title: "show the frame of its best view (" + fmtTime(o.best_time) + ")" });
+  const text = el("div");
+  text.append(el("b", { class: "label" }, o.label), document.createTextNode(" #" + o.id + " · " +
+    fmtSpan(o.first_seen, o.last_seen) + " (" + fmtTime(o.dwell) + ")"));
+  const way = "from " + o.entered + " → " + (o.exited === null ? "still in view" : o.exited) + " · " +
+    (o.moving ? "moving" : "stationary");
+  text.append(el("div", { class: "muted" }, way));
+  const attributes = Object.entries(o.attributes || {}).map(([k, v]) => k + " " + v).join(", ");
+  if (attributes) text.append(el("div", { class: "attributes" }, attributes));
+  li.append(objectSnapshot(o), text);
+  li.addEventListener("click", () => showFrame(o.best_time));
+  return li;
+}
+
+function drawObjectMarks() {
+  const svg = $("#object-marks");
+  svg.replaceChildren();
+  const W = Math.max(200, Math.round(svg.clientWidth || 600)), H = 34, pad = 6;
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  const list = objectsView.list;
+  const s = state.streams.get(state.selected);
+  const end = Math.max(s ? s.ingested_until : 0, ...list.map((o) => o.last_seen), 1);
+  const start = Math.max(0, Math.min(...list.map((o) => o.first_seen), end));
+  const x = (t) => pad + (W - 2 * pad) * (t - start) / Math.max(1e-6, end - start);
+  const rows = 3, rowH = (H - 2 * pad) / rows;
+  list.forEach((o, i) => {
+    const rect = svgEl("rect", { x: x(o.first_seen).toFixed(1), y: (pad + (i % rows) * rowH).toFixed(1),
+      width: Math.max(2, x(o.last_seen) - x(o.first_seen)).toFixed(1), height: (rowH - 1).toFixed(1),
+      fill: OBJECT_COLOURS[objectKind(o.label)] || "#777", class: "object", "data-id": String(o.id) });
+    rect.append(svgEl("title", {}, o.label + " #" + o.id + " " + fmtSpan(o.first_seen, o.last_seen)));
+    rect.addEventListener("click", () => showFrame(o.best_time));
+    svg.append(rect);
+  });
+}
+
+function resetObjects() {
+  objectsView.seq += 1;
+  for (const url of objectsView.snapshots.values()) URL.revokeObjectURL(url);
+  objectsView.snapshots = new Map();
+  objectsView.list = [];
+  objectsView.loadedAt = 0;
+  objectsView.until = null;
+  objectsView.tracks = null;
+  $("#object-list").replaceChildren();
+  $("#objects-note").textContent = "";
+  drawObjectMarks();
+}
+
+async function loadObjects() {
+  if (!state.selected) return;
+  const seq = ++objectsView.seq;
+  const s = state.streams.get(state.selected);
+  objectsView.loadedAt = Date.now();
+  objectsView.until = s ? s.ingested_until : null;
+  objectsView.tracks = trackRecords(s);
+  try {
+    const from = Math.max(0, (objectsView.until || 0) - OBJECTS_WINDOW);  // a day's tracks would be megabytes
+    const body = await getJSON(streamPath("/objects?limit=" + OBJECTS_READ + (from > 0 ? "&from=" + from : "")));
+    if (seq !== objectsView.seq) return;
+    objectsView.list = body.objects;
+    const shown = body.objects.slice(-OBJECTS_SHOWN).reverse();
+    $("#object-list").replaceChildren(...shown.map(objectItem));
+    $("#objects-note").textContent = body.objects.length ? counted(body.objects.length, "object") +
+      (body.objects.length > OBJECTS_SHOWN ? ", the newest " + OBJECTS_SHOWN + " listed" : "") +
+      (body.truncated ? " (the first " + body.objects.length + " of more)" : "") +
+      (from > 0 ? " in the last " + fmtTime(OBJECTS_WINDOW) : "") : "none tracked";
+    drawObjectMarks();
+  } catch (err) {
+    $("#objects-note").textContent = String(err.message || err);
+  }
+}
+
+// On each tick: read the objects again once the pushed status says the detect stage wrote track records since the
+// last read (its "tracks" figure moved) and OBJECTS_MS have passed, and once more when the stage stops; a stream
+// no detector runs on is read once, when it is selected.
+function trackRecords(s) {
+  return s && s.detect ? s.detect.tracks : null;
+}
+
+function refreshObjects() {
+  const s = state.streams.get(state.selected);
+  if (!s || trackRecords(s) === objectsView.tracks || Date.now() - objectsView.loadedAt < OBJECTS_MS) return;
+  loadObjects();
 }
 
 $("#watch-form").addEventListener("submit", async (event) => {

@@ -1,11 +1,11 @@
 # The two commands a newcomer needs (see README): `make demo` and `make test`. Both set everything up first.
 .PHONY: setup demo test test-fast bench
 
-# `make test` runs the suite in one process by default: on this 2-core machine four xdist workers took it from ~27 to
-# ~18 minutes, but under that load a few cluster and isolation tests outwait their limits, so CI keeps the serial
-# run. `make test PYTEST_WORKERS=4` runs it in parallel (each test file on one worker, --dist loadfile, so a module's
-# servers start once). The fast lane is parallel.
-PYTEST_WORKERS ?= 0
+# `make test` runs the suite on three xdist workers (16 minutes on 2 quiet cores; `PYTEST_WORKERS=0`: one process,
+# ~27): each test file is one group on one worker (--dist loadgroup, scheduled by tests/conftest.py FileGroups, so a
+# module's servers start once), and the few heavy files (tests/conftest.py: HEAVY_FILES, a Ray cluster or many
+# streams at once) share one group, run one after another and first.
+PYTEST_WORKERS ?= 3
 FAST_WORKERS ?= 4
 
 setup:
@@ -15,7 +15,7 @@ demo: setup
 	.venv/bin/lucy demo
 
 test: setup
-	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
 # The inner loop: unit and pipeline tests, no servers, browsers, cluster or child processes (tests/conftest.py marks
 # those `services`).

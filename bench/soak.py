@@ -425,7 +425,8 @@ class MemoryBudget:
             if pid:
                 figures[f"worker {name}"] = memory_figures(pid)
         self.samples[mark] = figures
-        print(f"  {mark}: " + ", ".join(f"{who} {f['rss']:.0f} MiB" for who, f in figures.items()), flush=True)
+        print(f"  {mark}: " + ", ".join(f"{who} {f['rss']:.0f} MiB ({', '.join(f['models']) or 'no model'})"
+                                        for who, f in figures.items()), flush=True)
 
     def run(self) -> None:
         n = len(self.questions)

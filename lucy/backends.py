@@ -101,7 +101,7 @@ class Backends:
             return None
         key = (settings.embedder.model_dump_json(), memory)  # the store itself: an id could be reused once closed
         if key not in self._indexes:
-            self._indexes[key] = MemoryIndex(memory, embedder)
+            self._indexes[key] = MemoryIndex(memory, embedder, cache_vectors=settings.embedder.cache_vectors)
         return self._indexes[key]
 
     def reasoner(self, settings: LucySettings) -> Reasoner:

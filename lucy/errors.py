@@ -43,6 +43,17 @@ class InvalidStream(StreamError):
     """What was asked of a stream cannot be used: a bad name, source, preset, captioner or retention ages."""
 
 
+class ModelFileError(LucyError):
+    """A model file that Lucy ships (lucy/perception/models) is missing or damaged; the message says which file and
+    how to get it back."""
+
+
+class ModelBuildError(ModelFileError):
+    """A model file cannot be built at set-up from its registry package (:mod:`lucy.perception.modelbuild`): the
+    package cannot be fetched, a file in it or the result has another hash, or the graph uses an op the converter
+    does not know."""
+
+
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # a quota is a full disk to its user
 _PG_DISK_FULL = "53100"  # PostgreSQL's disk_full SQLSTATE
 

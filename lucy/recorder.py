@@ -43,6 +43,7 @@ from lucy.memory.speech import SpeechWorker
 from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import Transcriber
 from lucy.metrics.progress import StreamProgress
+from lucy.perception.detect import open_detector
 from lucy.watch.checker import WatchChecker
 
 log = logging.getLogger(__name__)
@@ -114,19 +115,29 @@ class StreamRecorder:
         self.observer = observer or RecorderObserver()
         self.give_up_seconds = settings.memory.drain_give_up_seconds if give_up_seconds is None else give_up_seconds
         self.drain_timeout = drain_timeout
+        # The detect stage writes what it sees into the stream's memory store; the builder captions a span once it
+        # is observed to its end (and is woken by each write).
+        detector = open_detector(settings.detect)
         self.ingestor = Ingestor(settings, source, stream, realtime=realtime, on_commit=self._on_commit,
-                                 holder=holder, frames=frames)
+                                 holder=holder, frames=frames, detector=detector, observations=memory,
+                                 on_observed=self._on_observed)
         # The builder owns its listeners (and through them the transcriber, the embedder and the checker's reasoner).
         self.speech = None if captioner is None or transcriber is None else SpeechWorker(
             settings, stream, memory, transcriber)
         listeners: list[SpanListener] = [] if self.speech is None else [self.speech]
+        self.checker = None
         if captioner is not None and settings.watch.enabled:
-            listeners.append(WatchChecker(settings, stream, memory, builder_reasoner(settings), captioner, frames,
-                                          embedder=embedder))
+            self.checker = WatchChecker(settings, stream, memory, builder_reasoner(settings), captioner, frames,
+                                        embedder=embedder)
+            listeners.append(self.checker)
         if captioner is not None and embedder is not None:
-            listeners.append(IndexWriter(MemoryIndex(memory, embedder), stream))
+            # No vector cache: the writer embeds each new node once and never reads a vector back, so a cache would
+            # only grow with the stream (to 50,000 vectors, ~150 MiB with the default embedder, in every worker).
+            listeners.append(IndexWriter(MemoryIndex(memory, embedder, cache_vectors=0), stream))
+        observed = None if detector is None else (lambda: memory.observed_until(stream))
         self.builder = None if captioner is None else CoarseBuilder(settings, stream, memory, captioner,
-                                                                    frames=frames, listeners=listeners)
+                                                                    frames=frames, listeners=listeners,
+                                                                    observed_until=observed)
         self.live: bool | None = None  # known from the first commit
         self._stopping = threading.Event()
 
@@ -141,7 +152,9 @@ class StreamRecorder:
         """Where the recording is now (any thread)."""
         return StreamProgress(live=self.live, ingest=self.ingestor.stats.snapshot(),
                               caption=None if self.builder is None else self.builder.stats.snapshot(),
-                              speech=None if self.speech is None else self.speech.stats.snapshot())
+                              speech=None if self.speech is None else self.speech.stats.snapshot(),
+                              detect=None if self.ingestor.detect is None else self.ingestor.detect.stats.snapshot(),
+                              watch=None if self.checker is None else self.checker.stats.progress())
 
     def run(self) -> Recording:
         """Record until the source ends (then drain its captions) or :meth:`stop`; see the module's rules."""
@@ -193,6 +206,10 @@ class StreamRecorder:
             return None
         self.builder.stop()
         return self.builder.stats.pending
+
+    def _on_observed(self, _until: float) -> None:
+        if self.builder is not None:
+            self.builder.on_commit()
 
     def _on_commit(self, store: FrameStore, stats: IngestStats) -> None:
         first = self.live is None

@@ -55,7 +55,7 @@ def _stem(word: str) -> str:
 
 
 _SEPARATOR = re.compile(r"[-:/]")
-_GLUED = re.compile(r"^([a-z]{2,})(\d+[a-z]?)$")  # a word run into the number after it ("quay6", "platform2b")
+_GLUED = re.compile(r"^([a-z]{2,})(\d+)$")  # a word run into the number after it ("bus12", as OCR reads "BUS 12")
 _DECIMAL = re.compile(r"^\d+\.\d+$")
 
 
@@ -84,7 +84,7 @@ def _terms_of(text: str, keep_stopwords: bool) -> tuple[str, ...]:
         word = match.group(0).strip("-:./")
         parts = _parts(word)
         if len(parts) == 1 and (glued := _GLUED.match(word)):
-            out.append(word)  # "quay6", as OCR reads a sign's "QUAY 6", is also its word and its number
+            out.append(word)  # "bus12", as OCR reads a sign's "BUS 12", is also its word and its number (text)
             parts = list(glued.groups())
         elif len(parts) > 1:
             out.append(word)  # "kx-4821" and "14:05" are kept whole as well as in parts...

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 # A suite started in the background by a shell without job control (`make test &`, a CI runner's `nohup ... &`) has
 # SIGINT ignored, and an ignored signal stays ignored in every child: the tests that press Ctrl-C on a `lucy`
@@ -29,6 +30,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from lucy.config import LucySettings, load_settings
+from lucy.testing import SUITE_ENV, child_env
 from lucy.testing.waiting import ServerUnavailable
 
 # Folders whose every test runs real servers (lucy serve, RTSP, mosquitto, PostgreSQL, SeaweedFS, Ray, Chromium).
@@ -41,6 +43,11 @@ SERVICE_FIXTURES = frozenset({"postgres_server", "postgres_dsn", "weed", "rtsp_a
 SERVICE_HARNESSES = re.compile(r"\b(subprocess|ScriptedOpenAIServer|PostgresServer|Weed|LocalCluster|webdriver|"
                                r"_run_lucy|free_port)\b")
 TESTS = Path(__file__).resolve().parent
+# Files whose tests each run several servers or processes at full tilt (a Ray cluster with PostgreSQL and SeaweedFS,
+# many streams and questions at once, a hung captioner beside live streams): under xdist they run one after another
+# on one worker, so that two of them never share the two cores and outwait their limits (`--dist loadgroup`); every
+# other file is a group of its own, as with `--dist loadfile`.
+HEAVY_FILES = frozenset({"service/test_cluster.py", "service/test_isolation.py", "service/test_concurrency.py"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class Lane:
     path: str
     services: bool
     fixtures: tuple[str, ...]
+    group: str  # the xdist group (``--dist loadgroup``)
 
 
 _LANES = pytest.StashKey[list[Lane]]()
@@ -69,9 +77,34 @@ def _starts_services(item: pytest.Item) -> bool:
     return path.suffix == ".py" and _module_starts_services(path)
 
 
+def _group(item: pytest.Item) -> str:
+    """The xdist group of a test: ``heavy`` for :data:`HEAVY_FILES`, else its file (a module's servers start once)."""
+    return xdist_group(item.nodeid)
+
+
+def xdist_group(nodeid: str) -> str:
+    """The group of a node id (``tests/<file>::<test>``): ``heavy`` for :data:`HEAVY_FILES`, else its file."""
+    relative = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return "heavy" if relative in HEAVY_FILES else relative
+
+
+class FileGroups(LoadScopeScheduling):
+    """``--dist loadgroup`` for this suite: each group (:func:`xdist_group`) goes whole to one worker, in collection
+    order. xdist's own loadgroup reads ``xdist_group`` marks from a suffix its workers write into the node ids,
+    which pytest 9.2 no longer lets a plugin rewrite (every test was scheduled alone, so a module's servers started
+    on each worker); this scheduler takes the group from the node id's path instead."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return xdist_group(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> FileGroups | None:
+    return FileGroups(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``services`` tests, and put files with such tests first (each file stays in one piece): under xdist the
-    long files start early instead of being the last ones left running on one worker."""
+    """Mark ``services`` tests, and put the heavy group, then files with such tests first (each file stays in one
+    piece): under xdist the long files start early instead of being the last ones left running on one worker."""
     files_with_services: set[str] = set()
     for item in items:
         explicit = item.get_closest_marker("services") or item.get_closest_marker("fast_lane")
@@ -79,9 +112,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.services)
         if item.get_closest_marker("services") is not None:
             files_with_services.add(str(item.fspath))
-    items.sort(key=lambda item: str(item.fspath) not in files_with_services)  # stable: order within a file kept
+    items.sort(key=lambda item: (_group(item) != "heavy", str(item.fspath) not in files_with_services))  # stable
     config.stash[_LANES] = [Lane(item.nodeid, str(item.fspath), item.get_closest_marker("services") is not None,
-                                 tuple(getattr(item, "fixturenames", ()))) for item in items]
+                                 tuple(getattr(item, "fixturenames", ())), _group(item)) for item in items]
 
 
 @pytest.fixture
@@ -92,10 +125,13 @@ def collected_lanes(request: pytest.FixtureRequest) -> list[Lane]:
 
 @pytest.fixture(autouse=True)
 def _isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads the developer's lucy.toml or LUCY_* variables."""
+    """No test reads the developer's lucy.toml or LUCY_* variables; the suite's own defaults (lucy.testing.SUITE_ENV:
+    no detect stage unless a test turns it on) hold for the test and the children it starts."""
     for key in list(os.environ):
         if key.startswith("LUCY_"):
             monkeypatch.delenv(key)
+    for key, value in SUITE_ENV.items():
+        monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
 
 
@@ -106,7 +142,7 @@ def settings(tmp_path: Path) -> LucySettings:
 
 def _run_lucy(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    full_env = child_env()
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "lucy", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd)

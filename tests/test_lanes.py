@@ -43,9 +43,35 @@ def test_the_fast_lane_is_the_unit_and_pipeline_tests(collected_lanes: list, req
 
 
 def test_each_file_stays_in_one_piece_with_service_files_first(collected_lanes: list) -> None:
-    """xdist's loadfile hands whole files to workers in collection order: the long (services) files go first."""
+    """xdist hands whole groups (files) to workers in collection order: the long (services) files go first."""
     lanes = _lanes(collected_lanes)
     runs = [lane.path for k, lane in enumerate(lanes) if k == 0 or lanes[k - 1].path != lane.path]
     assert len(runs) == len(set(runs)), "a file's tests are split"
     kinds = [any(lane.services for lane in lanes if lane.path == path) for path in runs]
     assert kinds == sorted(kinds, reverse=True)
+
+
+def test_the_heavy_files_run_one_after_another_first_and_every_other_file_is_a_group_of_its_own(
+        collected_lanes: list) -> None:
+    """Under ``--dist loadgroup`` the heavy files (conftest.HEAVY_FILES) share one group, so one worker runs them in
+    turn, and they start first; any other file is its own group, as with loadfile."""
+    from tests.conftest import HEAVY_FILES
+
+    lanes = _lanes(collected_lanes)
+    heavy = [lane for lane in lanes if lane.group == "heavy"]
+    assert {Path(lane.path).relative_to(TESTS).as_posix() for lane in heavy} == HEAVY_FILES
+    assert lanes[:len(heavy)] == heavy
+    groups = {lane.path: lane.group for lane in lanes if lane.group != "heavy"}
+    assert len(set(groups.values())) == len(groups)
+
+
+def test_the_scheduler_keeps_each_file_whole_and_the_heavy_files_together() -> None:
+    """``--dist loadgroup`` hands xdist's scheduler node ids; it groups them by file, the heavy files as one."""
+    from tests.conftest import HEAVY_FILES, FileGroups
+
+    groups = object.__new__(FileGroups)  # only its grouping is asked
+    heavy = sorted(HEAVY_FILES)
+    assert {groups._split_scope(f"tests/{path}::test_x[1]") for path in heavy} == {"heavy"}
+    assert groups._split_scope("tests/watch/test_cli_watch.py::test_a") == \
+        groups._split_scope("tests/watch/test_cli_watch.py::test_b[x@y]") == "watch/test_cli_watch.py"
+    assert groups._split_scope("tests/query/test_cli.py::test_a") != groups._split_scope("tests/test_lanes.py::t")

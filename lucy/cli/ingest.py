@@ -63,8 +63,8 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
 
     console = stderr_console()
     duration = file_duration(source)
-    shown = BarProgress(stream, duration, console) if console.is_terminal else None
-    observer = shown or PlainProgress(stream, duration)
+    shown = BarProgress(stream, duration, console, realtime=realtime) if console.is_terminal else None
+    observer = shown or PlainProgress(stream, duration, realtime=realtime)
     interrupted = False
     memory = open_memory(settings)
     try:
@@ -91,6 +91,7 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
             return EXIT_INTERRUPTED
         coarse_nodes = memory.count(stream, level="coarse", origin=INGEST_ORIGIN)
         captioned_until = memory.captioned_until(stream)
+        state = _stored_state(settings, stream, recording)
     except Exception as err:
         if not is_disk_full(err):
             raise
@@ -98,7 +99,7 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
         raise LucyError(_disk_full(settings, stream, memory)) from None
     finally:
         memory.close()
-    code = _summary(recording, coarse_nodes, captioned_until, as_json=as_json,
+    code = _summary(recording, coarse_nodes, captioned_until, state, as_json=as_json,
                     data_flag="" if data is None else f" --data {shlex.quote(str(data))}")
     if interrupted:
         note("interrupted; everything committed so far is kept")
@@ -125,14 +126,27 @@ def _disk_full(settings: LucySettings, stream: str, memory: MemoryStore) -> str:
             f"run the same command again: it resumes after what is kept")
 
 
-def _summary(recording: Recording, coarse_nodes: int, captioned_until: float, *, as_json: bool,
+def _stored_state(settings: LucySettings, stream: str, recording: Recording) -> str:
+    """The stream's state now that this run has ended, read as ``lucy streams`` and the API read it (its store and
+    its writer lock, released by now): ``finished``, ``stopped`` (a live stream stopped with Ctrl-C) or ``failed``.
+    A stream whose store was never made (the source did not open) says how the run ended."""
+    from lucy.runtime.status import stored_stream_state
+    from lucy.wiring import open_frames
+
+    try:
+        return stored_stream_state(settings.data, open_frames(settings).open(stream).info()).value
+    except LucyError:
+        return recording.outcome.value
+
+
+def _summary(recording: Recording, coarse_nodes: int, captioned_until: float, state: str, *, as_json: bool,
              data_flag: str = "") -> int:
-    """Print how the recording ended; returns the exit code."""
+    """Print how the recording ended (``state``: the stream's state now); returns the exit code."""
     from lucy.recorder import Backlog
 
     result, left = recording.ingest, recording.uncaptioned
     if as_json:
-        print(json.dumps({"stream": result.stream, "frames": result.frames,
+        print(json.dumps({"stream": result.stream, "state": state, "frames": result.frames,
                           "media_seconds": round(result.media_seconds, 3),
                           "wall_seconds": round(result.wall_seconds, 3),
                           "new_frames": result.new_frames, "complete": result.complete, "lost": result.lost,
@@ -140,7 +154,7 @@ def _summary(recording: Recording, coarse_nodes: int, captioned_until: float, *,
                           "coarse_nodes": coarse_nodes, "captioned_until": round(captioned_until, 3),
                           "coarse_pending": left}))
     else:
-        print(f"{result.stream}: {result.new_frames} new frames, {result.frames} stored, "
+        print(f"{result.stream}: {state}; {result.new_frames} new frames, {result.frames} stored, "
               f"{result.media_seconds:.1f} s of media in {result.wall_seconds:.1f} s; "
               f"{coarse_nodes} coarse captions, captioned until {captioned_until:.1f} s")
     code = 0

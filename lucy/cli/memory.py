@@ -177,7 +177,9 @@ def search(text: Annotated[str, typer.Argument(metavar="TEXT", show_default=Fals
         else:
             print(f"{where or 'no streams'}: no good match for {text!r}")
         print(f"searched by {mode}")
-        if not hits:
+        if not streams:  # nothing to be close to: not a matter of other words
+            print(f"{settings.data} holds no stream yet: {ingest_hint('NAME')} makes one")
+        elif not hits:
             look = f"`lucy memory --stream {streams[0]}`" if len(streams) == 1 else "`lucy memory --stream NAME`"
             print(f"nothing in memory is close enough to show; try other words or {look}")
         for hit in hits:

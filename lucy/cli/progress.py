@@ -2,7 +2,8 @@
 
 On a terminal: rich progress bars on stderr, one for ingest (with % and ETA when the file's length is known, a
 moving bar for a live stream) and one for coarse captions. Elsewhere (a log file, a pipe, a service manager): a
-plain line now and then, so that a long ingest is not silent until its end.
+plain line now and then, so that a long ingest is not silent until its end. Both say the stream's state in the
+words of the API, ``lucy streams`` and the dashboard (:class:`lucy.runtime.messages.StreamState`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextC
 
 from lucy.metrics.progress import StreamProgress
 from lucy.recorder import RecorderObserver
+from lucy.runtime.messages import StreamState, writing_state
 
 PLAIN_MIN_SECONDS = 5.0  # plain lines: at most one this often (a file ingested in seconds prints none)...
 PLAIN_MAX_SECONDS = 60.0  # ...and at least one this often, whatever the progress
@@ -53,12 +55,14 @@ def _eta(seconds: float | None) -> str:
 
 class PlainProgress(RecorderObserver):
     """Progress lines on stderr when it is not a terminal: at each 10 % of a file (at most one per
-    ``PLAIN_MIN_SECONDS``), and at least every ``PLAIN_MAX_SECONDS``."""
+    ``PLAIN_MIN_SECONDS``), at least every ``PLAIN_MAX_SECONDS``, and at once when the state changes (a live
+    source that drops and comes back)."""
 
-    def __init__(self, stream: str, duration: float | None) -> None:
-        self.stream, self.duration = stream, duration
+    def __init__(self, stream: str, duration: float | None, *, realtime: bool = False) -> None:
+        self.stream, self.duration, self.realtime = stream, duration, realtime
         self._last_line = time.monotonic()
         self._last_step = -1
+        self._state: StreamState | None = None  # of the last line (or of the first commit)
 
     def _due(self, fraction: float | None) -> bool:
         waited = time.monotonic() - self._last_line
@@ -76,7 +80,9 @@ class PlainProgress(RecorderObserver):
     def on_commit(self, progress: StreamProgress) -> None:
         i, c = progress.ingest, progress.caption
         fraction = min(1.0, i.ingested_until / self.duration) if self.duration else None
-        if not self._due(fraction):
+        state = writing_state(live=progress.live, realtime=self.realtime, down=i.down)
+        changed, self._state = self._state not in (None, state), state
+        if not changed and not self._due(fraction):
             return
         captions = "" if c is None else f" | captioned until {c.captioned_until:.1f} s"
         if fraction is None:
@@ -86,26 +92,28 @@ class PlainProgress(RecorderObserver):
             left = (self.duration - i.ingested_until) / i.realtime_factor if i.realtime_factor > 0 else None
             where = f"{fraction:4.0%} ({i.ingested_until:.1f} of {self.duration:.1f} s, eta {_eta(left)})"
         self._line(f"ingest {where} | {i.decode_fps:.1f} fps | {i.realtime_factor:.1f}x real time | "
-                   f"{i.committed} frames stored{captions}", fraction)
+                   f"{i.committed} frames stored{captions} | {state}", fraction)
 
     def on_drain(self, progress: StreamProgress) -> None:
         c = progress.caption
         assert c is not None  # only a recording with a captioner drains
         if time.monotonic() - self._last_line >= PLAIN_DRAIN_SECONDS:
+            # the source has ended by itself (a drain follows only that): the stream is finished, its memory not yet
             self._line(f"captioning the backlog: {c.pending} spans left | {c.captions_per_second:.2f} captions/s | "
-                       f"captioned until {c.captioned_until:.1f} s of {progress.ingest.ingested_until:.1f} s")
+                       f"captioned until {c.captioned_until:.1f} s of {progress.ingest.ingested_until:.1f} s | "
+                       f"{StreamState.FINISHED}")
 
 
 class BarProgress(RecorderObserver, AbstractContextManager["BarProgress"]):
     """Rich bars on a terminal: ingest (%, ETA and speed when the length is known) and coarse captions."""
 
-    def __init__(self, stream: str, duration: float | None, console: Console) -> None:
-        self.duration = duration
+    def __init__(self, stream: str, duration: float | None, console: Console, *, realtime: bool = False) -> None:
+        self.duration, self.realtime = duration, realtime
         self.bars = Progress(TextColumn("{task.description:<8}"), BarColumn(bar_width=24), TaskProgressColumn(),
                              TextColumn("{task.completed:>7.1f}/{task.fields[of]} s"),
                              TimeRemainingColumn(compact=True, elapsed_when_finished=True),
                              TextColumn("{task.fields[info]}"), console=console, refresh_per_second=4)
-        self.ingest = self.bars.add_task(stream, total=duration, of=self._of(duration), info="opening")
+        self.ingest = self.bars.add_task(stream, total=duration, of=self._of(duration), info=StreamState.STARTING.value)
         self.captions: TaskID | None = None
 
     @staticmethod
@@ -136,8 +144,9 @@ class BarProgress(RecorderObserver, AbstractContextManager["BarProgress"]):
 
     def on_commit(self, progress: StreamProgress) -> None:
         i, c = progress.ingest, progress.caption
+        state = writing_state(live=progress.live, realtime=self.realtime, down=i.down)
         self.bars.update(self.ingest, completed=i.ingested_until,
-                         info=f"{i.decode_fps:.0f} fps, {i.realtime_factor:.1f}x")
+                         info=f"{state}, {i.decode_fps:.0f} fps, {i.realtime_factor:.1f}x")
         if c is not None:
             self._captions(c.captioned_until, i.ingested_until, f"{c.pending} spans to caption")
 
@@ -149,7 +158,7 @@ class BarProgress(RecorderObserver, AbstractContextManager["BarProgress"]):
 
     def on_ingest_end(self, progress: StreamProgress) -> None:
         until = progress.ingest.ingested_until
-        self.bars.update(self.ingest, total=until, completed=until, of=self._of(until))
+        self.bars.update(self.ingest, total=until, completed=until, of=self._of(until), info=StreamState.FINISHED.value)
         self.duration = until  # the captions' end: the length the file turned out to have
 
     def on_drain(self, progress: StreamProgress) -> None:

@@ -80,8 +80,8 @@ def _reach(address: str) -> None:
 
 class OwnerHandle:
     """A replica's handle on one stream's owner actor, with the surface of a local worker process
-    (:class:`lucy.runtime.worker.WorkerProcess`): :meth:`messages` starts the owner if it has none and yields its
-    reports until its run ends; :meth:`stop` ends the recording; :meth:`detach` stops following without stopping
+    (:class:`lucy.runtime.worker_process.WorkerProcess`): :meth:`messages` starts the owner if it has none and yields
+    its reports until its run ends; :meth:`stop` ends the recording; :meth:`detach` stops following without stopping
     it (a replica that shuts down)."""
 
     def __init__(self, spec: StreamSpec, settings: LucySettings) -> None:

@@ -88,6 +88,12 @@ ReasonerBackend = Literal["lexical", "openai"]
 """Reasoners: lexical (embedded, deterministic, CPU), openai (any compatible chat model)."""
 REASONER_BACKENDS: tuple[str, ...] = get_args(ReasonerBackend)
 
+DetectorBackend = Literal["nanodet", "ssd-oid", "hog", "none"]
+"""Object detectors of the detect stage: nanodet (NanoDet-m, 80 COCO classes, ONNX on the CPU), ssd-oid
+(SSD-MobileNetV2 on Open Images V4: faster, 23 classes), hog (OpenCV's HOG people detector, no model file, people
+only), none (no detect stage)."""
+DETECTOR_BACKENDS: tuple[str, ...] = get_args(DetectorBackend)
+
 MemoryBackend = Literal["sqlite", "postgres"]
 """Memory stores: sqlite (one file in the data directory, one machine), postgres (a shared PostgreSQL database)."""
 MEMORY_BACKENDS: tuple[str, ...] = get_args(MemoryBackend)

@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 from lucy.config.names import (
     CaptionerBackend,
+    DetectorBackend,
     EmbedderBackend,
     FrameBackend,
     FrameCodec,
@@ -152,6 +153,42 @@ class OpenAICaptionerSettings(_Section):
         return value
 
 
+class DetectSettings(_Section):
+    """The detect stage of ingest (Frigate's detect stream): objects found on full-resolution frames, before they are
+    shrunk for storage, tracked over time and stored with the stream as observations."""
+
+    backend: DetectorBackend = Field(
+        "nanodet", description="Object detector: nanodet (80 COCO classes), ssd-oid (faster, 23 classes), hog (people "
+                               "only) or none.")
+    fps: float = Field(2.0, gt=0, le=30, description="Frames per second the detector sees.")
+    min_score: float = Field(0.45, ge=0.05, le=1, description="Detections scoring below this are dropped.")
+    min_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description='Per-label score floors over min_score, e.g. {person = 0.5, "sports ball" = 0.7}.')
+    labels: list[str] = Field(
+        default_factory=list, description="Labels kept (COCO names); empty: every label the detector knows.")
+    max_side: int = Field(
+        1920, ge=160, le=7680, description="Frames larger than this on their long side are shrunk before detection.")
+    threads: int = Field(1, ge=0, le=64, description="Threads of one inference (0: the runtime's default).")
+    queue_frames: int = Field(
+        8, ge=1, le=256, description="Frames waiting for the detector; a live stream drops the oldest beyond it.")
+    snapshots: bool = Field(True, description="Keep a JPEG of each tracked object's best frame.")
+    faces: bool = Field(True, description="Look for a face (BlazeFace) in the head of each tracked person's best "
+                                          "views: the person's face attribute is 'seen' when one is found.")
+    track_lost_seconds: float = Field(
+        15.0, gt=0, le=600, description="A track not matched for this long has left (ended): how long an object may "
+                                        "be hidden in the picture (behind a sign, in a group) and be known again, by "
+                                        "where it was and was heading and how it looks. One last seen going out of "
+                                        "the picture ends after 2 s.")
+    track_min_hits: int = Field(
+        3, ge=2, le=100, description="Frames an object must be matched in before it is an object (a track): a "
+                                     "detection in one frame alone is never one.")
+    track_high_score: float = Field(
+        0.5, ge=0.05, le=1, description="Detections scoring at least this are matched first and may start tracks; "
+                                        "lower ones (down to the score floors) only keep tracks alive (ByteTrack's "
+                                        "two stages).")
+
+
 class PixelsCaptionerSettings(_Section):
     """The embedded CPU captioner (OCR, colours, people, motion, scene cuts): no model needed."""
 
@@ -172,6 +209,11 @@ class PixelsCaptionerSettings(_Section):
         0.5, gt=0, le=1, description="Coarse captions see frames shrunk by this factor (lossy by design).")
     fine_max_frames: int = Field(
         16, ge=1, le=256, description="Frames a fine or ultra-fine caption looks at (at the full stored size).")
+    text_time_probes: int = Field(
+        48, ge=0, le=1024, description="Most extra OCR reads (of a text line's region, on the stored frames between "
+                                       "the analysed ones) one caption makes to find the first and last stored frame "
+                                       "showing each text it read: a binary search per edge (0: the times are those "
+                                       "of the analysed frames).")
     ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
                               description="Tesseract language(s), e.g. 'eng' or 'eng+deu'.")
     ocr_min_confidence: int | None = Field(
@@ -312,6 +354,10 @@ class EmbedderSettings(_Section):
                              "compatible server), none (memory is searched by words only).")
     local: LocalEmbedderSettings = Field(default_factory=LocalEmbedderSettings)
     openai: OpenAIEmbedderSettings = Field(default_factory=OpenAIEmbedderSettings)
+    cache_vectors: int = Field(
+        50_000, ge=0, le=10_000_000,
+        description="Memory vectors a process that searches keeps in RAM, the most recently used (the others are read "
+                    "back from the store): ~3 KiB each with the local embedder, so ~150 MiB at most by default.")
 
 
 class MemorySettings(_Section):
@@ -504,8 +550,13 @@ class MqttSettings(_Section):
         300.0, ge=1, le=86400,
         description="A stream's status is published only when it changes (rates left out of the comparison), and "
                     "again after this long unchanged, so that a subscriber can tell a quiet stream from a dead bridge.")
+    objects_poll_seconds: float = Field(
+        1.0, ge=0.1, le=60,
+        description="How often the stored tracked objects are looked at for new and ended ones "
+                    "(<prefix>/<stream>/objects) and the counts in view (<prefix>/<stream>/counts).")
     discovery: bool = Field(True, description="Announce each stream to Home Assistant (MQTT discovery): a sensor "
-                                              "of its state and a binary sensor of its alerts.")
+                                              "of its state, a binary sensor of its alerts and, with a detector, a "
+                                              "sensor of the people in view.")
     discovery_prefix: str = Field("homeassistant", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_\-/]+$",
                                   description="Home Assistant's discovery prefix (its MQTT integration's setting).")
 
@@ -534,7 +585,8 @@ class LexicalReasonerSettings(_Section):
         0.2, ge=0, le=1, description="Least lead of the best option over the runner-up for a confident answer.")
     min_coverage: float = Field(
         0.5, ge=0, le=1,
-        description="Open questions: least share of the question's words the quoted memory must hold.")
+        description="Questions with options: least share of the question's context words the best option's memory "
+                    "must hold to be confident (an open question's quote is never confident).")
     fuzzy: float = Field(0.8, ge=0.5, le=1, description="Least similarity for an OCR-style near match of a term.")
 
 
@@ -729,6 +781,7 @@ class LucySettings(BaseSettings):
     data: Path = Field(Path("lucy-data"), description="Data directory (frame store and memory).")
     preset: str = Field("live", description=f"Memory-level table, one of: {', '.join(PRESETS)}.")
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    detect: DetectSettings = Field(default_factory=DetectSettings)
     frames: FrameSettings = Field(default_factory=FrameSettings)
     captioner: CaptionerSettings = Field(default_factory=CaptionerSettings)
     transcriber: TranscriberSettings = Field(default_factory=TranscriberSettings)

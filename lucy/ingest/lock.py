@@ -4,8 +4,10 @@ A lock is ``flock(LOCK_EX | LOCK_NB)`` on a small file: ``<data>/locks/<stream>.
 store, ``<data>/serve.lock`` for ``lucy serve``. The kernel drops it when its holder's process ends,
 however it ends (``kill -9`` included), so a crashed owner never leaves a stale lock for the next writer to
 clear. The file holds the holder's pid, host and command as one JSON line, read by whoever is refused, so that
-the refusal can say who to stop. Lock files are never deleted: unlinking a lock file while another process
-waits on it would let two processes each hold a lock on a different inode of the same name.
+the refusal can say who to stop; a stream's writer adds what it is doing (:meth:`FileLock.tell`: a live source or a
+paced file, down and being reconnected), which other processes read to tell its state (:func:`read_record`).
+Lock files are never deleted: unlinking a lock file while another process waits on it would let two processes
+each hold a lock on a different inode of the same name.
 
 flock conflicts between two opens of a file even inside one process, so two ingestors of one stream in one
 process exclude each other as two processes do.
@@ -22,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from lucy.errors import StoreError
 from lucy.ingest.frames import check_stream_name
@@ -99,6 +102,7 @@ class FileLock:
         self.verb = verb
         self.holder = holder
         self._fd: int | None = None
+        self._held_by: Holder | None = None  # the holder its record names, while held
 
     @property
     def held(self) -> bool:
@@ -124,14 +128,22 @@ class FileLock:
                 os.close(fd)
                 raise
         self._fd = fd
-        holder = self.holder or Holder.this_process()
-        record = (json.dumps(asdict(holder)) + "\n").encode()
+        self._held_by = self.holder or Holder.this_process()
+        self.tell()
+        return self
+
+    def tell(self, **facts: bool) -> None:
+        """Write the holder's record again with ``facts`` beside it (what the holder is doing, for
+        :func:`read_record`); the record is written over, then cut to its length, so a reader never finds the file
+        empty (a reader that comes in between reads no valid record, as for a lock without one)."""
+        if self._fd is None or self._held_by is None:
+            raise RuntimeError(f"{self.path} is not held by this FileLock")
+        record = (json.dumps({**asdict(self._held_by), **facts}) + "\n").encode()
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            os.pwrite(self._fd, record, 0)
+            os.ftruncate(self._fd, len(record))
         except OSError:  # the lock holds without its record; a refusal then names no holder
             pass
-        return self
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
@@ -168,12 +180,22 @@ def _open(path: Path) -> int:
 
 def read_holder(path: Path) -> Holder | None:
     """The holder recorded in a lock file (None if it is empty or unreadable)."""
+    fields = read_record(path)
+    try:
+        return None if fields is None else Holder(pid=int(fields["pid"]), host=str(fields["host"]),
+                                                  command=str(fields["command"]), since=float(fields.get("since", 0.0)))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A lock file's record: its holder's fields and what the holder told (:meth:`FileLock.tell`); None if it is
+    empty, unreadable or not a record. Meaningful only while the lock is held (:func:`is_held`)."""
     try:
         fields = json.loads(Path(path).read_text())
-        return Holder(pid=int(fields["pid"]), host=str(fields["host"]), command=str(fields["command"]),
-                      since=float(fields.get("since", 0.0)))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
+    return fields if isinstance(fields, dict) else None
 
 
 def probe(lock: FileLock, wait_seconds: float = 0.0) -> None:

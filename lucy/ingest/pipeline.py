@@ -22,11 +22,13 @@ import numpy as np
 
 from lucy.config import LucySettings
 from lucy.errors import StoreError
+from lucy.ingest.detect import DetectStage
 from lucy.ingest.frames import AUDIO_RATE, FrameStore, FrameStores, Gap
-from lucy.ingest.lock import Holder, stream_lock
+from lucy.ingest.lock import FileLock, Holder, stream_lock
 from lucy.ingest.sampler import Sampler, fit_size
 from lucy.ingest.source import AudioChunk, Frame, Source, open_source
 from lucy.metrics.progress import IngestProgress
+from lucy.perception.objects import Detector, ObservationStore
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,14 @@ _QUEUE_FRAMES = 16
 _EARLY_SOUND_SECONDS = 10.0  # sound kept while a stream with pictures waits for its first one
 LOCK_WAIT_SECONDS = 0.5  # rides over a server's probe of the lock (lucy.ingest.lock.probe), never a writer
 _DONE = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _ToDetect:
+    """A decoded frame the detect sampler keeps (and the frame sampler too, when ``store``)."""
+
+    frame: Frame
+    store: bool
 
 
 @dataclass
@@ -52,6 +62,7 @@ class IngestStats:
     gaps: int = 0
     audio_seconds: float = 0.0  # sound stored by this run
     audio_until: float = 0.0  # media time up to which sound is committed (all runs)
+    down: bool = False  # the live source dropped and is being reconnected now
 
     @property
     def wall_seconds(self) -> float:
@@ -73,7 +84,7 @@ class IngestStats:
             frames_decoded=self.frames_decoded, frames_stored=self.frames_stored, committed=self.committed,
             media_start=self.media_start, ingested_until=self.ingested_until, decode_fps=self.decode_fps,
             realtime_factor=self.realtime_factor, decode_errors=self.decode_errors, reconnects=self.reconnects,
-            gaps=self.gaps, audio_seconds=self.audio_seconds, audio_until=self.audio_until)
+            gaps=self.gaps, audio_seconds=self.audio_seconds, audio_until=self.audio_until, down=self.down)
 
 
 @dataclass(frozen=True)
@@ -143,7 +154,9 @@ class Ingestor:
 
     def __init__(self, settings: LucySettings, source: str, stream: str, *, realtime: bool = False,
                  on_commit: Callable[[FrameStore, IngestStats], None] | None = None,
-                 holder: Holder | None = None, frames: FrameStores) -> None:
+                 holder: Holder | None = None, frames: FrameStores, detector: Detector | None = None,
+                 observations: ObservationStore | None = None,
+                 on_observed: Callable[[float], None] | None = None) -> None:
         self.settings = settings
         self.frames = frames
         self.spec = source
@@ -155,6 +168,13 @@ class Ingestor:
         self.store: FrameStore | None = None
         self._source: Source | None = None
         self._stopping = threading.Event()
+        # The detect stage (lucy.ingest.detect) runs when a detector and a store for its observations are given.
+        self.detector = detector if observations is not None else None
+        self.observations = observations
+        self.on_observed = on_observed
+        self.detect: DetectStage | None = None
+        self._lock: FileLock | None = None  # the stream's writer lock, while :meth:`run` holds it
+        self._told: dict[str, bool] | None = None  # what the lock's record says the writer is doing
 
     def stop(self) -> None:
         self._stopping.set()
@@ -184,13 +204,30 @@ class Ingestor:
         """Ingest until the source ends or :meth:`stop`, as the stream's one writer: the stream's lock is held
         for the whole run, from before its store is created or resumed (a second writer fails at once with
         :class:`lucy.ingest.lock.LockHeld`)."""
-        with stream_lock(self.settings.data, self.stream, self.holder).acquire(LOCK_WAIT_SECONDS):
-            return self._run()
+        with stream_lock(self.settings.data, self.stream, self.holder).acquire(LOCK_WAIT_SECONDS) as lock:
+            self._lock = lock
+            try:
+                return self._run()
+            finally:
+                self._lock = None
+
+    def _tell(self, source: Source) -> bool:
+        """Say in the writer lock's record what this writer is doing, when that changes (a live source or a paced
+        file, down and being reconnected): other processes read it to tell the stream's state (``lucy streams``,
+        a server's status and MQTT). Returns whether it changed."""
+        down = bool(getattr(source, "down", False))  # a source made elsewhere (tests, a cluster) may not say
+        self.stats.down = down
+        facts = {"live": bool(source.live), "paced": self.realtime, "down": down}
+        if self._lock is None or facts == self._told:
+            return False
+        self._told = facts
+        self._lock.tell(**facts)
+        return True
 
     def _run(self) -> IngestResult:
         source, fps = self._open()
         if self.settings.ingest.skip_non_reference_frames:
-            source.skip_unneeded_frames(fps)
+            source.skip_unneeded_frames(fps if self.detector is None else max(fps, self.settings.detect.fps))
         self._source = source
         if self._stopping.is_set():
             source.stop()
@@ -201,18 +238,28 @@ class Ingestor:
             # A stream of sound alone has ingested what its sound covers.
             stats.ingested_until = self.store.info().media_seconds if stats.committed else stats.audio_until
             stats.media_start = stats.ingested_until
-        sampler = Sampler(fps, after=None if self.store is None else self.store.info().last_time)
+        resume_after = None if self.store is None else self.store.info().last_time
+        sampler = Sampler(fps, after=resume_after)
+        detect_sampler = None
+        if self.detector is not None and self.observations is not None and source.has_video:
+            self.detect = DetectStage(self.settings.detect, self.stream, self.detector, self.observations,
+                                      live=source.live, on_record=self.on_observed).start(resume_after)
+            detect_sampler = Sampler(self.settings.detect.fps, after=resume_after)
         items: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_FRAMES)
         writer_done = threading.Event()  # set once nobody takes items any more (the writer returned or raised)
-        decoder = threading.Thread(target=self._decode, args=(source, sampler, items, writer_done),
+        decoder = threading.Thread(target=self._decode, args=(source, sampler, items, writer_done, detect_sampler),
                                    name=f"decode-{self.stream}", daemon=True)
         decoder.start()
+        written = False
         try:
             self._write(source, fps, items)
+            written = True
         finally:
             writer_done.set()
             source.stop()
             decoder.join(timeout=30)
+            if self.detect is not None:
+                self._close_detect(None if source.live else stats.ingested_until, raise_error=written)
         if self.store is not None and not source.live:
             self.store.mark_finished(complete=source.complete, lost=source.lost)
         info = self.store.info() if self.store is not None else None
@@ -223,8 +270,26 @@ class Ingestor:
             reconnects=source.reconnects,
             audio_seconds=self.store.audio_seconds() if self.store is not None else 0.0)
 
+    def _offer(self, frame: Frame) -> None:
+        """Hand a frame to the detect stage, as RGB at most ``detect.max_side`` on its long side."""
+        assert self.detect is not None
+        side = self.settings.detect.max_side
+        width, height = fit_size(frame.video.width, frame.video.height, side, side)
+        self.detect.offer(frame.time, frame.video.to_ndarray(format="rgb24", width=width, height=height))
+
+    def _close_detect(self, until: float | None, *, raise_error: bool) -> None:
+        """End the detect stage: a file is observed up to what was ingested. Its error is raised unless the run
+        already fails with another (that one is the run's error; this one is logged)."""
+        assert self.detect is not None
+        try:
+            self.detect.close(until)
+        except Exception as err:
+            if raise_error:
+                raise
+            log.error("stream %s: the detect stage also failed: %s", self.stream, err)
+
     def _decode(self, source: Source, sampler: Sampler, items: queue.Queue[object],
-                writer_done: threading.Event) -> None:
+                writer_done: threading.Event, detect_sampler: Sampler | None = None) -> None:
         def hand_over(item: object) -> bool:
             # A plain put() would block forever on a full queue once the writer is gone (Ctrl-C, a store error),
             # and run() would then wait out the join timeout.
@@ -240,7 +305,10 @@ class Ingestor:
             for item in source.frames():
                 if isinstance(item, Frame):
                     self.stats.frames_decoded += 1
-                    if not sampler.keep(item.time):
+                    stored = sampler.keep(item.time)
+                    if detect_sampler is not None and detect_sampler.keep(item.time):
+                        item = _ToDetect(item, stored)
+                    elif not stored:
                         continue
                 if not hand_over(item):
                     return
@@ -268,7 +336,10 @@ class Ingestor:
         def commit() -> None:
             nonlocal last_commit
             last_commit = time.monotonic()
+            told = self._tell(source)  # at least every commit_every_seconds, frames or not
             if self.store is None or not (times or sound.samples):
+                if told and self.store is not None and self.on_commit is not None:
+                    self.on_commit(self.store, self.stats)  # the source went down or came back: observers hear it
                 return  # sound that comes before the first picture waits for the stream to be created
             if source.live and getattr(source, "wall_start", None) is not None:
                 self.store.set_wall_start(source.wall_start)  # type: ignore[attr-defined]
@@ -301,6 +372,8 @@ class Ingestor:
                 commit()
                 assert self.store is not None
                 self.store.add_gap(item)
+                if self.detect is not None:
+                    self.detect.gap(item.start)
                 self.stats.gaps += 1
                 self.stats.reconnects = source.reconnects
                 continue
@@ -316,6 +389,18 @@ class Ingestor:
                 if time.monotonic() - last_commit >= s.commit_every_seconds:
                     commit()
                 continue
+            if isinstance(item, _ToDetect):
+                # The full-resolution picture, before it is shrunk: converted here, in the thread that converts the
+                # stored frames, because two conversions of one decoded frame at once (each thread with its own
+                # swscale context) could deadlock in FFmpeg or crash.
+                try:
+                    self._offer(item.frame)
+                except BaseException:  # the detect stage failed: what was decoded is stored first, as for a source
+                    commit()
+                    raise
+                if not item.store:
+                    continue
+                item = item.frame
             assert isinstance(item, Frame)
             if size is None:
                 size = fit_size(item.video.width, item.video.height, s.frame_width, s.frame_height)

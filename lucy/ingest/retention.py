@@ -21,9 +21,11 @@ Retention never destroys what it cannot save:
   the disk's size)`` (a 100 MB volume keeps 10 MB free, not 1 GiB: the default floor would otherwise delete all but
   each stream's newest frame), and the maintainer says so in the log, with the figures, when it starts.
 
-Memory text is never deleted: questions about a span whose frames are gone answer from memory and say the frames
-have expired. Bytes stored are counted cheaply (:meth:`FrameStore.stored_bytes`: one count per stream, then a
-stat per new frame), and the figures go to :class:`lucy.metrics.RetentionStats` for the metrics.
+Memory text is never deleted, nor what the detect stage observed (tracks with their snapshots of a few tens of kB,
+per-frame counts): questions about a span whose frames are gone answer from memory and observations and say the
+frames have expired; only deleting the stream (``purge``) removes them. Bytes stored are counted cheaply
+(:meth:`FrameStore.stored_bytes`: one count per stream, then a stat per new frame), and the figures go to
+:class:`lucy.metrics.RetentionStats` for the metrics.
 
 A full disk refuses even the small record retention writes before it deletes anything, so the maintainer keeps
 a reserve file of :data:`RESERVE_BYTES` in the data directory and gives it up to make that room.

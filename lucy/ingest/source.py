@@ -258,6 +258,7 @@ class Source(ABC):
         self.lost: str | None = None  # what could not be decoded, once iteration ended
         self.complete = False  # the source was read to its end
         self.reconnects = 0
+        self.down = False  # a live source that dropped and is being reconnected now (read by the ingest's writer)
         self._audio_after: float | None = None
 
     def stop(self) -> None:
@@ -708,6 +709,7 @@ class LiveSource(Source):
                     return
                 self.reconnects += 1
                 log.info("reconnected to %s after %.1f s", self.description, time.monotonic() - down_since)
+            self.down = False
             connected, delay = True, s.reconnect_initial_seconds
             if self.wall_start is None:
                 self.wall_start = opened_at
@@ -746,6 +748,7 @@ class LiveSource(Source):
                 container.close()
             down_since = time.monotonic()
             if not self.stopped:
+                self.down = True
                 log.warning("%s: %s; reconnecting", self.description, reason)
 
 

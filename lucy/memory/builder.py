@@ -26,6 +26,9 @@ watch checks are listeners): each sees the closed spans after every look at the 
 is stored, runs its own tasks on the builder's loop and shares its caption slots. A captioner that hears is given the
 span's transcript by the listener that makes it (waiting as that listener's rules say). A span counts as done once
 every listener has seen its caption; the builder is caught up once every listener is too.
+
+With a detect stage in ingest (:mod:`lucy.ingest.detect`), a closed span also waits until the stream is observed up
+to its end (``observed_until``), so its caption is written from the objects seen in it; it stays pending meanwhile.
 """
 
 from __future__ import annotations
@@ -44,12 +47,13 @@ from lucy.config import Level, LucySettings
 from lucy.errors import StoreError, is_disk_full
 from lucy.ingest.frames import Clip, FrameStore, FrameStores, StreamInfo, check_stream_name
 from lucy.ingest.pipeline import IngestStats
-from lucy.memory.captioners.base import Captioner, CaptionerError
+from lucy.memory.captioners.base import Captioner, CaptionerError, StoredSpan
 from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
 from lucy.memory.store import MemoryStore
 from lucy.metrics.progress import CaptionProgress
 from lucy.metrics.stats import RecentRate
+from lucy.perception.describe import SpanObservations, read_observations
 from lucy.redaction import redact_url
 
 log = logging.getLogger(__name__)
@@ -195,7 +199,8 @@ class CoarseBuilder:
     def __init__(self, settings: LucySettings, stream: str, memory: MemoryStore, captioner: Captioner, *,
                  instruction: str | None = None, max_in_flight: int | None = None,
                  poll_seconds: float = 2.0, frames: FrameStores,
-                 listeners: Sequence[SpanListener] = ()) -> None:
+                 listeners: Sequence[SpanListener] = (),
+                 observed_until: Callable[[], float | None] | None = None) -> None:
         self.settings = settings
         self.stream = check_stream_name(stream)
         self.frame_stores = frames
@@ -210,6 +215,8 @@ class CoarseBuilder:
         self.poll_seconds = poll_seconds
         self.stats = BuilderStats(self.stream)
         self.listeners = list(listeners)
+        self.observed_until = observed_until  # None: no detect stage to wait for
+        self._observed_mark: float | None = None  # its value at the last look at the frame store
         self.error: BaseException | None = None
         self._frames: FrameStore | None = None
         self._thread: threading.Thread | None = None
@@ -418,6 +425,8 @@ class CoarseBuilder:
             except StoreError:
                 return None  # not created yet: the first commit will wake the builder again
         info = self._frames.info()
+        if self.observed_until is not None:  # read here, off the loop: it may be a store query
+            self._observed_mark = self.observed_until()
         self._audio_only = info.last_time is None and info.audio_until > 0
         return _Grid.of(info, self.span_seconds)
 
@@ -439,7 +448,8 @@ class CoarseBuilder:
                 todo = grid.jobs(self._done, self._contiguous)
                 self._pending = {job.k: job.end for job in todo}
                 self.stats.pending = len(self._pending)
-                self._backlog = collections.deque(job for job in todo if job.k not in self._enqueued)
+                ready = todo if self.observed_until is None else self._observed(todo)
+                self._backlog = collections.deque(job for job in ready if job.k not in self._enqueued)
                 self._fill(queue)
                 if self.listeners and self._frames is not None:
                     spans = [Span(k, k * grid.t, grid.end_of(k)) for k in range(grid.closed)]
@@ -448,6 +458,12 @@ class CoarseBuilder:
                         await listener.on_spans(closed)
             with self._lock:
                 self._seen = max(self._seen, requested)
+
+    def _observed(self, todo: list[_Job]) -> list[_Job]:
+        """The spans of ``todo`` the detect stage has observed to their end (the others wait for it). A stream that
+        was never observed (sound alone, or recorded before detection) waits for nothing."""
+        until = self._observed_mark
+        return todo if until is None else [job for job in todo if job.end <= until + _EPS]
 
     def _fill(self, queue: asyncio.Queue[_Job]) -> None:
         """Move spans from the backlog (closed, only in the frame store) into the bounded queue while it has room."""
@@ -518,6 +534,12 @@ class CoarseBuilder:
         transcript = None
         if self.captioner.hears:  # what was said goes with the frames
             transcript = await self._heard(Span(job.k, job.start, job.end))
+        # ... and what the detect stage saw in the span (None: no detector looked at it)
+        observed = await asyncio.to_thread(read_observations, self.memory, self.stream, job.start, job.end) \
+            if self.captioner.sees else None
+        # ... and the span's frames at the stored rate, read on demand, to one that looks between the clip's frames
+        stored = StoredSpan(self._frames, job.start, job.end) \
+            if self.captioner.looks_between and self._frames is not None else None
         try:
             while True:
                 if self.stats.down_since is not None and not probing:
@@ -527,7 +549,7 @@ class CoarseBuilder:
                         self._probe.release()
                         probing = False
                 began = time.monotonic()
-                caption, error = await self._try_describe(clip, transcript)
+                caption, error = await self._try_describe(clip, transcript, observed, stored)
                 if caption is not None:
                     self.stats.describe_seconds += time.monotonic() - began
                     if self.stats.down_since is not None:
@@ -557,13 +579,18 @@ class CoarseBuilder:
                 return said
         return None
 
-    async def _try_describe(self, clip: Clip, transcript: str | None = None) -> tuple[Caption | None, str]:
+    async def _try_describe(self, clip: Clip, transcript: str | None = None, observed: SpanObservations | None = None,
+                            stored: StoredSpan | None = None) -> tuple[Caption | None, str]:
         """One describe() call in a slot: (caption, "") or (None, why it failed)."""
         assert self._slots is not None
         async with self._slots:  # at most max_in_flight describe() calls at once
             self.stats.in_flight += 1
             try:
-                heard = {} if transcript is None else {"transcript": transcript}
+                heard: dict[str, object] = {} if transcript is None else {"transcript": transcript}
+                if observed is not None:
+                    heard["observed"] = observed
+                if stored is not None:
+                    heard["stored"] = stored
                 async with asyncio.timeout(self.settings.memory.caption_timeout_seconds):
                     caption = await self.captioner.describe(clip, self.instruction, level=self.level, **heard)
                 return caption, ""

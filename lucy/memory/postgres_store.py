@@ -20,6 +20,8 @@ the engine's own tools:
 - On a cluster, a stream's owner sets a fence (:meth:`PostgresMemoryStore.set_fence`, a lease of
   :mod:`lucy.cluster.leases`): each write of that stream checks it in its own transaction, and a superseded owner's
   writes are refused. The cluster's tables (leases, wanted streams, the frame catalogue) are migration 4.
+- What the detect stage observed (tracked objects, per-frame counts) is a mixin of its own,
+  :mod:`lucy.memory.postgres_observations`, with its tables (migration 6); its writes check the fence too.
 - Schema changes are an ordered list of migrations, each applied in one transaction under an advisory lock and
   recorded in ``schema_version``; a database from an earlier release is brought up to date, a newer one refused.
 
@@ -42,6 +44,7 @@ from psycopg.conninfo import conninfo_to_dict
 from lucy.config import Level, LucySettings
 from lucy.errors import StoreError
 from lucy.memory.nodes import INGEST_ORIGIN, TAIL_ORIGIN, MemoryNode
+from lucy.memory.postgres_observations import PostgresObservations, v6_observations
 from lucy.memory.postgres_watches import PostgresWatches
 from lucy.memory.rows import NODE_COLUMNS, QUESTION_COLUMNS, SPAN_SLACK, node_of, question_of
 from lucy.memory.sql import ThreadConnections
@@ -219,7 +222,8 @@ def _v5_bounded_reads(db: Cursor) -> None:
 
 # Migration i brings a database from schema version i to i + 1 (version 0: no Lucy tables). Append only; never edit
 # a released step. Each runs in its own transaction, so it applies whole or not at all.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_v1_initial, _v2_vectors, _v3_watches, _v4_cluster, _v5_bounded_reads]
+MIGRATIONS: list[Callable[[Cursor], None]] = [_v1_initial, _v2_vectors, _v3_watches, _v4_cluster, _v5_bounded_reads,
+                                              v6_observations]
 
 
 def redact_dsn(dsn: str) -> str:
@@ -246,7 +250,7 @@ def _span_key(node: MemoryNode) -> str:
     return f"{node.stream}\x1f{node.level}\x1f{float(node.start)!r}"
 
 
-class PostgresMemoryStore(PostgresWatches, MemoryStore):
+class PostgresMemoryStore(PostgresObservations, PostgresWatches, MemoryStore):
     """Memory of every stream, in the PostgreSQL database named by ``dsn`` (any libpq connection string); its
     watches and alerts by :class:`lucy.memory.postgres_watches.PostgresWatches`."""
 
@@ -344,8 +348,8 @@ class PostgresMemoryStore(PostgresWatches, MemoryStore):
         return self._run(work, write=write)
 
     def set_fence(self, fence: Fence | None) -> None:
-        """Check ``fence`` inside every write of its stream (nodes, alerts, watch progress) from now on: the store
-        of a stream's owner on a cluster (:class:`lucy.cluster.leases.Lease`). None: no fence."""
+        """Check ``fence`` inside every write of its stream (nodes, alerts, watch progress, observations) from now on:
+        the store of a stream's owner on a cluster (:class:`lucy.cluster.leases.Lease`). None: no fence."""
         self._fence = fence
 
     def _fenced(self, db: Cursor, stream: str) -> None:
@@ -585,6 +589,7 @@ class PostgresMemoryStore(PostgresWatches, MemoryStore):
             db.execute("DELETE FROM questions WHERE stream = %s", (stream,))
             db.execute("DELETE FROM alerts WHERE stream = %s", (stream,))
             db.execute("DELETE FROM watches WHERE stream = %s", (stream,))
+            self._delete_observations(db, stream)
             return int(deleted)
 
         return self._run(write, write=True)

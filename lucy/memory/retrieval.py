@@ -21,7 +21,7 @@ import queue
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -457,11 +457,22 @@ class MemoryIndex:
     def search_streams(self, streams: Sequence[str], text: str, *, level: str | None = None,
                        start: float | None = None, end: float | None = None, limit: int = 20,
                        floor: bool = True) -> list[SearchHit]:
-        """:meth:`search` over several streams at once: each stream's hits (ranked from its own centre), merged by
-        relevance, which means the same in every stream; at most ``limit`` in all."""
-        hits = [hit for stream in dict.fromkeys(streams)
-                for hit in self.search(stream, text, level=level, start=start, end=end, limit=limit, floor=floor)]
-        return sorted(hits, key=lambda h: (-h.score, h.node.stream, h.node.start))[:limit]
+        """:meth:`search` over several streams at once (what the CLI and the API serve, for one stream too): each
+        stream's hits in their own order (ranked from its own centre), merged by relevance, which means the same in
+        every stream; at most ``limit`` in all.
+
+        The merge takes, at each place, the best-scored of the streams' next hits, and never re-sorts a stream's own
+        hits by score. Served searches did: what bench/retrieval.py measured (the fused order) was not what a user
+        got, and a memory set apart from a camera's usual scene lost its first place to the usual scene's memories,
+        whose plain cosine (the score) is higher (see CENTRE_PRIOR)."""
+        heads = [deque(hits) for stream in dict.fromkeys(streams)
+                 if (hits := self.search(stream, text, level=level, start=start, end=end, limit=limit, floor=floor))]
+        merged: list[SearchHit] = []
+        while heads and len(merged) < limit:
+            best = max(heads, key=lambda hits: hits[0].score)  # ties: the stream named first
+            merged.append(best.popleft())
+            heads = [hits for hits in heads if hits]
+        return merged
 
     def snippet(self, node_text: str, query: str, wanted: set[str] | None = None,
                 measured: tuple[list[str], np.ndarray] | None = None) -> str:

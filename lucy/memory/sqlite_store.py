@@ -14,6 +14,9 @@ embedding model, as float32 bytes with the digest of the text they were made fro
 their node and when the node's text changes, so no path (a replaced node, a purge, a deleted stream) leaves a stale
 vector behind, whether or not foreign keys are on.
 
+What the detect stage observed (tracked objects, per-frame counts) is a mixin of its own,
+:mod:`lucy.memory.sqlite_observations`, with its tables (migration 6).
+
 Schema changes are an ordered list of migrations, applied at open inside one write transaction and recorded
 in ``PRAGMA user_version``; a database from any earlier release is brought up to date, a newer one refused.
 """
@@ -51,6 +54,7 @@ from lucy.memory.rows import (
     watch_of,
 )
 from lucy.memory.sql import ThreadConnections
+from lucy.memory.sqlite_observations import SQLiteObservations, v6_observations
 from lucy.memory.store import MemoryStore, text_hash
 from lucy.memory.watches import Alert, Watch
 
@@ -180,7 +184,7 @@ def _v5_bounded_reads(db: sqlite3.Connection) -> None:
 # Migration i brings a database from user_version i to i + 1 (version 0: an empty file). Append only; never
 # edit a released step. Each runs inside the opening write transaction, so it applies whole or not at all.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_initial, _v2_vectors, _v3_watches,
-                                                           _v4_alert_cursors, _v5_bounded_reads]
+                                                           _v4_alert_cursors, _v5_bounded_reads, v6_observations]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _REMEMBERED_READS = 4096  # per store (see _Unchanged); all forgotten past this
@@ -198,7 +202,7 @@ def fts_query(text: str) -> str:
 
 
 
-class SQLiteMemoryStore(MemoryStore):
+class SQLiteMemoryStore(SQLiteObservations, MemoryStore):
     """Memory of every stream of one data directory, in ``<data>/memory.sqlite``."""
 
     def __init__(self, path: Path, *, busy_timeout_seconds: float = 30.0) -> None:
@@ -491,6 +495,7 @@ class SQLiteMemoryStore(MemoryStore):
             db.execute("DELETE FROM questions WHERE stream = ?", (stream,))
             db.execute("DELETE FROM alerts WHERE stream = ?", (stream,))
             db.execute("DELETE FROM watches WHERE stream = ?", (stream,))
+            self._delete_observations(db, stream)
         return int(deleted)
 
     # ----------------------------------------------------------------------------------- questions

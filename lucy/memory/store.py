@@ -20,7 +20,9 @@ import numpy as np
 
 from lucy.config import Level
 from lucy.memory.nodes import MemoryNode
+from lucy.memory.observations import clean_observations
 from lucy.memory.watches import Alert, Watch
+from lucy.perception.objects import CountSample, Observations, TrackedObject
 from lucy.untrusted import strip_nul
 
 log = logging.getLogger(__name__)
@@ -173,7 +175,45 @@ class MemoryStore(ABC):
     @abstractmethod
     def delete_stream(self, stream: str) -> int:
         """Forget a stream: its nodes (and their search entries), its question history, its watches and their
-        alerts, in one transaction. Returns the number of nodes deleted."""
+        alerts, its observations (tracks with their snapshots, counts, observed-until), in one transaction. Returns
+        the number of nodes deleted."""
+
+    # ----------------------------------------------------------------------------------- observations
+
+    def record_observations(self, observations: Observations) -> None:
+        """Add the counts, insert or replace the tracks (by stream and id; a replaced track keeps its snapshot when
+        the new record has none) and move the stream's observed-until mark forward (never back), in one transaction
+        (:class:`lucy.perception.objects.ObservationStore`). Raises ValueError, writing nothing, for records that
+        cannot be stored (:func:`lucy.memory.observations.clean_observations`); texts lose their NUL characters."""
+        self._record_observations(clean_observations(observations))
+
+    @abstractmethod
+    def _record_observations(self, observations: Observations) -> None:
+        """Backend: :meth:`record_observations` (checked and cleaned)."""
+
+    @abstractmethod
+    def observed_until(self, stream: str) -> float | None:
+        """Media time up to which the stream's frames have been through the detect stage; None if never."""
+
+    @abstractmethod
+    def next_track_id(self, stream: str) -> int:
+        """One more than the highest track id stored for the stream (1 for a new stream)."""
+
+    @abstractmethod
+    def object_tracks(self, stream: str, *, label: str | None = None, start: float | None = None,
+                      end: float | None = None, limit: int = 1000) -> list[TrackedObject]:
+        """Tracks seen at any time in ``[start, end)`` (first seen before ``end``, last seen at or after ``start``),
+        oldest first (by first seen, then id), without their snapshots; ``label`` keeps one label (``"vehicle"``
+        keeps every one of :data:`lucy.perception.objects.VEHICLES`)."""
+
+    @abstractmethod
+    def object_track(self, stream: str, track_id: int) -> TrackedObject | None:
+        """One track with its snapshot, or None."""
+
+    @abstractmethod
+    def object_counts(self, stream: str, start: float, end: float) -> list[CountSample]:
+        """The count samples of detected frames in ``[start, end)``, oldest first (a frame with nothing in view is
+        a sample with no counts)."""
 
     # ----------------------------------------------------------------------------------- questions
 

@@ -32,8 +32,8 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from lucy import __version__
-from lucy.metrics.progress import CaptionProgress, SpeechProgress
-from lucy.metrics.stats import DeliveryStats, RetentionStats, StreamSample
+from lucy.metrics.progress import CaptionProgress, DetectProgress, SpeechProgress, WatchProgress
+from lucy.metrics.stats import VERDICTS, DeliveryStats, RetentionStats, StreamSample
 
 CAPTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 QUESTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -146,6 +146,25 @@ class MetricsExporter:
                                   "Media time covered by contiguous transcripts.", s, registry=r)
         self.speech_realtime = Gauge("lucy_speech_realtime_factor_ratio",
                                      "Sound seconds transcribed per wall second spent transcribing.", s, registry=r)
+        # the detect stage of ingest
+        self.detect_frames = Counter("lucy_detect_frames_total", "Frames through the detector and tracker.", s,
+                                     registry=r)
+        self.detect_dropped = Counter("lucy_detect_frames_dropped_total",
+                                      "Frames of a live source dropped while the detector was behind.", s, registry=r)
+        self.detect_seconds = Gauge("lucy_detect_seconds_per_frame",
+                                    "Detection and tracking time of one frame (moving average).", s, registry=r)
+        self.detect_lag = Gauge("lucy_detect_lag_seconds", "Media time decoded but not through the detector yet.", s,
+                                registry=r)
+        self.detect_until = Gauge("lucy_detect_observed_until_seconds",
+                                  "Media time up to which the stream has been through the detector.", s, registry=r)
+        # the checks of the stream's watches by its recorder
+        self.watch_checks = Counter("lucy_watch_checks_total", "Watch checks of closed coarse spans (errors included).",
+                                    s, registry=r)
+        self.watch_confirmations = Counter("lucy_watch_confirmations_total",
+                                           "Maybe verdicts confirmed by captioning the span's fine sub-spans.", s,
+                                           registry=r)
+        self.watch_errors = Counter("lucy_watch_check_errors_total", "Watch checks that failed.", s, registry=r)
+        self.watch_llm_calls = Counter("lucy_watch_llm_calls_total", "Reasoner calls of watch checks.", s, registry=r)
         # questions
         self.questions = Counter("lucy_questions_total", "Questions answered.", s, registry=r)
         self.questions_confident = Counter("lucy_questions_confident_total", "Questions answered with confidence.",
@@ -166,6 +185,8 @@ class MetricsExporter:
                                                 buckets=CAPTION_CALL_BUCKETS, registry=r)
         self._per_stream = [m for m in vars(self).values()
                             if isinstance(m, (Counter, Gauge, Histogram)) and m not in (self.streams, self.build_info)]
+        self.watch_verdicts = Counter("lucy_watch_verdicts_total", "Final verdicts of watch checks.",
+                                      ("stream", "verdict"), registry=r)
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str], float] = {}
         self._known: set[str] = set()
@@ -198,14 +219,15 @@ class MetricsExporter:
 
     # ------------------------------------------------------------------------------------------ mapping
 
-    def _count(self, counter: Counter, stream: str, key: str, value: float) -> None:
-        """Advance a counter to a cumulative figure; a figure that went down started again from zero."""
+    def _count(self, counter: Counter, stream: str, key: str, value: float, *labels: str) -> None:
+        """Advance a counter to a cumulative figure; a figure that went down started again from zero. ``labels``:
+        the counter's labels after the stream's name."""
         last = self._last.get((stream, key), 0.0)
         delta = value - last if value >= last else value
         if delta > 0:
-            counter.labels(stream).inc(delta)
+            counter.labels(stream, *labels).inc(delta)
         else:
-            counter.labels(stream)  # the series exists from the start, at 0
+            counter.labels(stream, *labels)  # the series exists from the start, at 0
         self._last[(stream, key)] = value
 
     def update(self, streams: Iterable[StreamSample]) -> None:
@@ -248,6 +270,19 @@ class MetricsExporter:
                 self.speech_lag.labels(name).set(speech.lag)
                 self.speech_until.labels(name).set(speech.transcribed_until)
                 self.speech_realtime.labels(name).set(speech.realtime_factor)
+                watch = sample.progress.watch or WatchProgress()
+                self._count(self.watch_checks, name, "watch_checks", watch.checks)
+                self._count(self.watch_confirmations, name, "watch_confirmations", watch.confirmations)
+                self._count(self.watch_errors, name, "watch_errors", watch.errors)
+                self._count(self.watch_llm_calls, name, "watch_llm_calls", watch.llm_calls)
+                for verdict in VERDICTS:
+                    self._count(self.watch_verdicts, name, f"verdict_{verdict}", getattr(watch, verdict), verdict)
+                detect = sample.progress.detect or DetectProgress()
+                self._count(self.detect_frames, name, "detect_frames", detect.frames_detected)
+                self._count(self.detect_dropped, name, "detect_dropped", detect.frames_dropped)
+                self.detect_seconds.labels(name).set(detect.seconds_per_frame)
+                self.detect_lag.labels(name).set(detect.lag)
+                self.detect_until.labels(name).set(detect.observed_until)
 
                 self._count(self.questions, name, "questions", questions.answered)
                 self._count(self.questions_confident, name, "confident", questions.confident)
@@ -340,6 +375,11 @@ class MetricsExporter:
     def _forget(self, stream: str) -> None:
         for metric in self._per_stream:
             self._remove(metric, stream)
+        for verdict in VERDICTS:
+            try:
+                self.watch_verdicts.remove(stream, verdict)
+            except KeyError:
+                pass
         self._last = {k: v for k, v in self._last.items() if k[0] != stream}
         self._worker_cpu.pop(stream, None)
 

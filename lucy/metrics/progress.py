@@ -31,6 +31,7 @@ class IngestProgress:
     gaps: int = 0
     audio_seconds: float = 0.0  # sound stored by this run (0: the stream has none)
     audio_until: float = 0.0  # media time up to which sound is committed, all runs
+    down: bool = False  # the live source dropped and is being reconnected now
 
     @property
     def started(self) -> bool:
@@ -79,11 +80,41 @@ class SpeechProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class DetectProgress:
+    """The detect stage of the current ingest run (:mod:`lucy.ingest.detect`)."""
+
+    frames_detected: int = 0
+    frames_dropped: int = 0  # a live source's frames dropped while the detector was behind
+    seconds_per_frame: float = 0.0  # detection and tracking of one frame (moving average)
+    observed_until: float = 0.0  # media time up to which frames have been through the stage
+    lag: float = 0.0  # media seconds handed to the stage and not observed yet
+    tracks: int = 0  # track records written (new, updated, ended)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchProgress:
+    """The checks of a stream's watches (standing questions) by whoever records it (:mod:`lucy.watch.checker`)."""
+
+    checks: int = 0  # (watch, coarse span) pairs checked, errors included
+    yes: int = 0  # final verdicts
+    no: int = 0
+    maybe: int = 0
+    confirmations: int = 0  # "maybe" verdicts confirmed by captioning the span's fine sub-spans
+    alerts: int = 0  # alerts stored
+    errors: int = 0  # checks that failed
+    llm_calls: int = 0
+    caption_calls: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StreamProgress:
-    """A stream's progress at one moment: ingest, and coarse captioning (None: no captioner builds the stream's
-    memory in this run)."""
+    """A stream's progress at one moment, one record filled by each stage (Frigate's per-camera stats): ingest,
+    coarse captioning (None: no captioner builds the stream's memory in this run), transcription, detection and
+    the checks of its watches."""
 
     live: bool | None = None  # None until the stream's first frames are stored
     ingest: IngestProgress = field(default_factory=IngestProgress)
     caption: CaptionProgress | None = None
     speech: SpeechProgress | None = None  # None: no transcriber in this run
+    detect: DetectProgress | None = None  # None: no detect stage in this run
+    watch: WatchProgress | None = None  # None: no watch checker in this run

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from lucy.metrics.progress import StreamProgress
+from lucy.metrics.progress import StreamProgress, WatchProgress
 
 
 class RecentRate:
@@ -219,6 +219,13 @@ class WatchStats:
                 self.verdicts[verdict] += 1
             for name, value in counts.items():
                 setattr(self, name, getattr(self, name) + value)
+
+    def progress(self) -> WatchProgress:
+        """The counters as the stream's progress record carries them."""
+        with self._lock:
+            return WatchProgress(checks=self.checks, yes=self.verdicts["yes"], no=self.verdicts["no"],
+                                 maybe=self.verdicts["maybe"], confirmations=self.confirmations, alerts=self.alerts,
+                                 errors=self.errors, llm_calls=self.llm_calls, caption_calls=self.caption_calls)
 
     def snapshot(self) -> dict[str, object]:
         """The counters, copied under the lock."""

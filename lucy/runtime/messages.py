@@ -34,17 +34,32 @@ class StreamState(StrEnum):
     FAILED = "failed"  # a live source gave up, or the run failed (with an error)
 
 
-def stored_state(*, live: bool, complete: bool, lost: str | None, writing: bool) -> StreamState:
+def writing_state(*, live: bool | None, realtime: bool = False, down: bool = False) -> StreamState:
+    """The state of a stream that a process is writing now: ``starting`` until its first frames are stored
+    (``live`` None), then ``recording`` (a live source, or a file paced at its own speed), ``catching_up`` (a
+    file read as fast as it decodes) or ``reconnecting`` (a live source that dropped, ``down``). What
+    ``lucy ingest`` shows as it runs, and :func:`stored_state` of a stream whose writer lock is held (as the lock's
+    record tells it: :meth:`lucy.ingest.lock.FileLock.tell`)."""
+    if live is None:
+        return StreamState.STARTING
+    if live and down:
+        return StreamState.RECONNECTING
+    return StreamState.RECORDING if live or realtime else StreamState.CATCHING_UP
+
+
+def stored_state(*, live: bool, complete: bool, lost: str | None, writing: bool, paced: bool = False,
+                 down: bool = False) -> StreamState:
     """The state of a stream as its frame store and its writer lock tell it, for a stream this process does not
     run (one ``lucy ingest`` writes in another process, or one only stored): ``writing`` says whether a process
-    holds the stream's writer lock now (:func:`lucy.ingest.lock.probe`).
+    holds the stream's writer lock now (:func:`lucy.ingest.lock.probe`), and ``paced`` and ``down`` what that
+    writer's lock record says it is doing (a paced file; a live source being reconnected).
 
     A stream that a process writes is recording (live) or catching up (a file); else a file read to its end (or as
     far as a damaged file goes, ``lost``) is finished, a live source that gave up failed, and anything else (a live
     ingest ended by Ctrl-C, a file ingest interrupted) stopped. (A live ingest records no end in its store: it
     reads stopped once nobody writes it.)"""
     if writing:
-        return StreamState.RECORDING if live else StreamState.CATCHING_UP
+        return writing_state(live=live, realtime=paced, down=down)
     if complete or (not live and lost is not None):
         return StreamState.FINISHED
     if live and lost is not None:

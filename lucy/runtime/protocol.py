@@ -25,6 +25,10 @@ from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCallStats, QuestionStats, StreamSample
 from lucy.runtime.events import EventBus
 
+# How a stream's worker opens its own stores (memory, frames): handed in by the composition root (lucy.wiring), so the
+# runtime never picks a backend itself.
+StoreOpener = Callable[[LucySettings], tuple[MemoryStore, FrameStores]]
+
 
 @dataclass(frozen=True)
 class RetentionAges:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lucy.config import Level
 from lucy.ingest import StreamInfo
-from lucy.ingest.lock import is_held, stream_lock
+from lucy.ingest.lock import is_held, read_record, stream_lock
 from lucy.memory.nodes import INGEST_ORIGIN
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionProgress, IngestProgress, QuestionStats, StreamProgress
@@ -56,6 +56,18 @@ def stream_status(name: str, source: str, progress: StreamProgress, questions: Q
             "realtime_factor": round(progress.speech.realtime_factor, 2), "pending": progress.speech.pending,
             "in_flight": progress.speech.in_flight, "failures": progress.speech.failures,
             "last_error": progress.speech.last_error},
+        # the detect stage of ingest (None: no detector runs on this stream now)
+        "detect": None if progress.detect is None else {
+            "frames": progress.detect.frames_detected, "dropped": progress.detect.frames_dropped,
+            "seconds_per_frame": round(progress.detect.seconds_per_frame, 4),
+            "observed_until": round(progress.detect.observed_until, 3), "lag_seconds": round(progress.detect.lag, 3),
+            "tracks": progress.detect.tracks},
+        # the checks of the stream's watches (None: no checker records this stream now)
+        "watch": None if progress.watch is None else {
+            "checks": progress.watch.checks, "yes": progress.watch.yes, "no": progress.watch.no,
+            "maybe": progress.watch.maybe, "confirmations": progress.watch.confirmations,
+            "alerts": progress.watch.alerts, "errors": progress.watch.errors, "llm_calls": progress.watch.llm_calls,
+            "caption_calls": progress.watch.caption_calls},
     }
 
 
@@ -74,9 +86,13 @@ def stored_captions(memory: MemoryStore, name: str) -> CaptionProgress:
 
 def stored_stream_state(data: Path, info: StreamInfo) -> StreamState:
     """The state of a stream this process does not run, from its store and its writer lock in ``data``
-    (:func:`lucy.runtime.messages.stored_state`): what the API, MQTT and ``lucy streams`` show for it."""
-    writing = is_held(stream_lock(data, info.name))
-    return stored_state(live=info.live, complete=info.complete, lost=info.lost, writing=writing)
+    (:func:`lucy.runtime.messages.stored_state`): what the API, MQTT and ``lucy streams`` show for it. The writer's
+    lock record says whether it paces a file and whether its live source is down (being reconnected)."""
+    lock = stream_lock(data, info.name)
+    writing = is_held(lock)
+    told = (read_record(lock.path) or {}) if writing else {}
+    return stored_state(live=info.live, complete=info.complete, lost=info.lost, writing=writing,
+                        paced=told.get("paced") is True, down=told.get("down") is True)
 
 
 def stored_progress(info: StreamInfo, memory: MemoryStore) -> StreamProgress:

@@ -37,16 +37,15 @@ from lucy.errors import InvalidStream, SourceError, StoreError, StreamConflict, 
 from lucy.ingest import FrameStores, check_stream_name
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
-from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, split_source_url
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
 from lucy.redaction import redact_source, redact_url
 from lucy.runtime.events import EventBus, NodeAnnouncer
 from lucy.runtime.messages import BusEvent, RunEnd, StateChange, StreamState, WorkerExit
-from lucy.runtime.protocol import RetentionAges, StreamRuntime
+from lucy.runtime.protocol import RetentionAges, StoreOpener, StreamRuntime
 from lucy.runtime.registry import StreamRegistry, StreamSpec
 from lucy.runtime.status import history_point, stored_captions, stored_progress, stored_stream_state, stream_status
-from lucy.runtime.worker import StoreOpener, WorkerProcess
+from lucy.runtime.worker_process import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -231,10 +230,12 @@ class ManagedStream:
         if state in (StreamState.RECORDING, StreamState.RECONNECTING) and self.live and self.active:
             decoded, since = self._last_decoded
             now = time.monotonic()
-            if self.progress.ingest.frames_decoded != decoded:
+            if self.progress.ingest.down:  # the source said it dropped (the worker reports that at once)
+                state = StreamState.RECONNECTING
+            elif self.progress.ingest.frames_decoded != decoded:
                 self._last_decoded = (self.progress.ingest.frames_decoded, now)
                 state = StreamState.RECORDING
-            elif now - since > self._stall_seconds():
+            elif now - since > self._stall_seconds():  # frames stopped before the source noticed (a read timeout)
                 state = StreamState.RECONNECTING
             self._state = state
         if state is StreamState.RECORDING and self.live is False and not self.spec.realtime:
@@ -424,6 +425,9 @@ class StreamManager(StreamRuntime):
 
     def check_source(self, source: str) -> str:
         """Refuse sources the server cannot or may not read (:class:`InvalidStream`), before anything is started."""
+        # PyAV comes with the source module: a server loads it with its first stream, not at start
+        from lucy.ingest.source import LIVE_SCHEMES, check_picture_size, split_source_url
+
         if not source.strip() or len(source) > MAX_SOURCE_CHARS or any(c in source for c in "\r\n\0"):
             raise InvalidStream("source must be a file path or an rtsp://, http:// or https:// URL")
         try:  # split once, here: a URL that cannot be split is refused with a message that quotes none of it
@@ -618,7 +622,7 @@ class StreamManager(StreamRuntime):
 
     def announce_nodes(self) -> None:
         """Announce every node stored through this server's memory store: the workers announce theirs on their
-        pipes (:class:`lucy.runtime.worker.WorkerProcess`), questions write theirs through this store."""
+        pipes (:class:`lucy.runtime.worker_process.WorkerProcess`), questions write theirs through this store."""
         if not self._announcing:
             self.memory.add_observer(NodeAnnouncer(self.bus))
             self._announcing = True

@@ -7,7 +7,8 @@ priority (``service.ingest_nice``, ``service.ingest_sched_idle``), a stream uses
 leave; and a decoder that crashes takes down its stream, not the server.
 
 The worker records with the :class:`lucy.recorder.StreamRecorder` that ``lucy ingest`` uses, and reports over
-one pipe in the typed messages of :mod:`lucy.runtime.messages`.
+one pipe in the typed messages of :mod:`lucy.runtime.messages`. The server's side of the pipe, and what starts this
+process, is :mod:`lucy.runtime.worker_process`: the server never imports this module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -33,11 +33,10 @@ from lucy.runtime.messages import (
     BusEvent,
     RunEnd,
     StateChange,
-    StopRequest,
     StreamState,
-    WorkerExit,
     WorkerMessage,
 )
+from lucy.runtime.protocol import StoreOpener
 from lucy.runtime.registry import StreamSpec
 
 log = logging.getLogger(__name__)
@@ -102,11 +101,6 @@ class _Pipe:
 
     def on_caption_call(self, call: CaptionCall) -> None:
         self.send(call)
-
-
-# How a worker opens its own stores (memory, frames): handed in by the composition root (lucy.wiring), so the runtime
-# never picks a backend itself.
-StoreOpener = Callable[[LucySettings], tuple[MemoryStore, FrameStores]]
 
 
 class StreamRun(RecorderObserver):
@@ -231,66 +225,3 @@ def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log
     done.set()
     run.report(end)
     conn.close()
-
-
-# ---------------------------------------------------------------------------------------- in the server
-
-
-class WorkerProcess:
-    """The server's handle on one stream's worker: starts it, reads its messages, stops it."""
-
-    def __init__(self, spec: StreamSpec, settings: LucySettings, stores: StoreOpener) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the server has threads (uvicorn, questions, MQTT) that a fork would copy half-held
-        self._ctx = multiprocessing.get_context("spawn")
-        self.spec, self.settings, self.stores = spec, settings, stores
-        self.process: Any = None
-        self._conn: Connection | None = None
-        self._lock = threading.Lock()
-
-    def messages(self) -> Iterator[WorkerMessage | WorkerExit]:
-        """Start the worker and yield its messages until it exits, then a last :class:`WorkerExit`."""
-        here, there = self._ctx.Pipe(duplex=True)
-        self.process = self._ctx.Process(
-            target=serve_stream, name=f"lucy-stream-{self.spec.name}", daemon=True,
-            args=(self.spec, self.settings, there,
-                  (logging.getLogger().getEffectiveLevel(), logging.getLogger("lucy").getEffectiveLevel()),
-                  self.stores))
-        with self._lock:
-            self._conn = here
-        self.process.start()
-        there.close()  # the worker holds its end; once it exits, recv() below sees EOF
-        try:
-            while True:
-                try:
-                    yield here.recv()
-                except (EOFError, OSError):
-                    break
-        finally:
-            with self._lock:
-                self._conn = None
-            here.close()
-            self.process.join(10)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join(5)
-        yield WorkerExit(self.process.exitcode)
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    def stop(self) -> None:
-        """Ask the worker to stop (it finishes what it was writing, then exits)."""
-        with self._lock:
-            if self._conn is not None:
-                try:
-                    self._conn.send(StopRequest())
-                except (OSError, ValueError):
-                    pass
-
-    def kill(self) -> None:
-        """End a worker that did not stop when asked (committed frames and nodes are kept)."""
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()

@@ -7,6 +7,12 @@ Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
 - ``<p>/<stream>/captions`` (out): each new memory node, as the API shows it
 - ``<p>/<stream>/alerts`` (out): each alert of the stream's watches, with its ``frame_url``
   (:mod:`lucy.watch.delivery` posts them through :meth:`MqttBridge.post`)
+- ``<p>/<stream>/objects`` (out): each tracked object that appears, changes (stops or starts moving, new
+  attributes) or ends, as Frigate's ``frigate/events`` with one object: ``{"type": "new" | "update" | "end",
+  "stream", "object": <the API's object>}`` (:class:`lucy.service.object_events.ObjectFollower` reads them from the
+  store)
+- ``<p>/<stream>/counts`` (out, retained; with a detector): the objects in view in the newest detected frame, when
+  they change: ``{"stream", "time", "counts": {"person": 3, "car": 1}}`` (labels with none left out)
 - ``<p>/<stream>/status`` (out, retained): the stream's state and progress (source redacted), published when it
   changes (a change of state at once, progress at most every ``mqtt.status_interval_seconds``; rates alone are no
   change) and again every ``mqtt.status_heartbeat_seconds`` unchanged. Every stream of the data directory is
@@ -17,9 +23,11 @@ Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
 - ``<p>/status`` (out, retained): what serves, as of the last connect: ``{"version", "since", "streams"}``
 - ``<d>/sensor/<node>/<stream>_state/config`` and ``<d>/binary_sensor/<node>/<stream>_alert/config`` (out,
   retained; ``<d>`` is ``mqtt.discovery_prefix``, ``<node>`` the client id): Home Assistant MQTT discovery, as
-  Frigate's integration names its entities: per stream a device with a sensor of its state and a binary sensor
-  that is on for a minute after each alert, both unavailable while ``<p>/available`` says ``offline``; cleared
-  (empty retained payloads) when the stream is purged. Off with ``mqtt.discovery = false``.
+  Frigate's integration names its entities: per stream a device with a sensor of its state, a binary sensor
+  that is on for a minute after each alert and, with a detector, a sensor of the people in view
+  (``<d>/sensor/<node>/<stream>_people/config``, fed by the counts topic), all unavailable while
+  ``<p>/available`` says ``offline``; cleared (empty retained payloads) when the stream is purged. Off with
+  ``mqtt.discovery = false``.
 
 Reconnects with exponential backoff whenever the broker goes away; what was to be published meanwhile waits in
 a bounded outbox (oldest dropped first), and retained status is published again on every connect, so a
@@ -89,7 +97,7 @@ class _Sent:
 class MqttBridge:
     """Runs for the server's lifetime (:meth:`run`), across broker restarts; :meth:`close` says goodbye."""
 
-    def __init__(self, settings: MqttSettings, svc: Any) -> None:
+    def __init__(self, settings: MqttSettings, svc: Any, *, counts: bool = False) -> None:
         self.settings = settings
         self.svc = svc
         parts = urlsplit(settings.url)
@@ -109,6 +117,9 @@ class MqttBridge:
         self._closing = False
         self._sent: dict[str, _Sent] = {}  # per stream: its last status published
         self._announced: set[str] = set()  # streams whose discovery configs this connection has published
+        # Objects are counted (a detector runs): <prefix>/<stream>/counts is kept, and feeds Home Assistant a sensor
+        # of the people in view (Frigate's per-camera person count)
+        self.counts = counts
 
     # ------------------------------------------------------------------------------------ topics
 
@@ -145,6 +156,12 @@ class MqttBridge:
                 continue
             if event["type"] == "node":
                 self.post(self.topic(stream, "captions"), _json(event["node"]))
+            elif event["type"] == "object":  # Frigate's frigate/events, one object instead of before / after
+                self.post(self.topic(stream, "objects"), _json({"type": event["event"], "stream": stream,
+                                                                "object": event["object"]}))
+            elif event["type"] == "counts":  # retained: a sensor reads the latest when it (re)subscribes
+                self.post(self.topic(stream, "counts"), _json({"stream": stream, "time": event["time"],
+                                                               "counts": event["counts"]}), retain=True)
             elif event["type"] == "status":
                 self.offer_status(stream, event["status"])
 
@@ -158,6 +175,8 @@ class MqttBridge:
             self._sent.pop(stream, None)
             self._unannounce(stream)  # first: Home Assistant would read the emptied status as a state otherwise
             self.post(self.topic(stream, "status"), b"", retain=True)  # an empty retained message deletes it
+            if self.counts:
+                self.post(self.topic(stream, "counts"), b"", retain=True)
             return True
         self._announce(stream)
         s, now, key = self.settings, time.monotonic(), comparable(status)
@@ -194,8 +213,11 @@ class MqttBridge:
     def discovery_topics(self, stream: str) -> dict[str, str]:
         """The discovery config topic of each Home Assistant entity of ``stream`` (component -> topic)."""
         base, node = self.settings.discovery_prefix.rstrip("/"), _ha_id(self.settings.client_id)
-        return {"sensor": f"{base}/sensor/{node}/{_ha_id(stream)}_state/config",
-                "binary_sensor": f"{base}/binary_sensor/{node}/{_ha_id(stream)}_alert/config"}
+        topics = {"sensor": f"{base}/sensor/{node}/{_ha_id(stream)}_state/config",
+                  "binary_sensor": f"{base}/binary_sensor/{node}/{_ha_id(stream)}_alert/config"}
+        if self.counts:
+            topics["people"] = f"{base}/sensor/{node}/{_ha_id(stream)}_people/config"
+        return topics
 
     def discovery_configs(self, stream: str) -> dict[str, dict[str, Any]]:
         """Home Assistant's discovery configs of ``stream``: topic -> config (a sensor of the stream's state, with
@@ -208,6 +230,12 @@ class MqttBridge:
                   "payload_not_available": OFFLINE.decode(), "device": device, "qos": self.settings.qos}
         topics = self.discovery_topics(stream)
         status = self.topic(stream, "status")
+        counts = self.topic(stream, "counts")
+        people = {} if "people" not in topics else {topics["people"]: {
+            **common, "name": "People in view", "unique_id": f"{uid}_people", "object_id": f"{uid}_people",
+            "state_topic": counts, "value_template": "{{ value_json.counts.person | default(0) }}",
+            "json_attributes_topic": counts, "state_class": "measurement", "unit_of_measurement": "people",
+            "icon": "mdi:account-group"}}
         return {
             topics["sensor"]: {
                 **common, "name": "State", "unique_id": f"{uid}_state", "object_id": f"{uid}_state",
@@ -218,6 +246,7 @@ class MqttBridge:
                 "state_topic": self.topic(stream, "alerts"), "value_template": "ON", "payload_on": "ON",
                 "off_delay": ALERT_ON_SECONDS, "json_attributes_topic": self.topic(stream, "alerts"),
                 "icon": "mdi:bell-alert"},
+            **people,
         }
 
     def _announce(self, stream: str) -> None:

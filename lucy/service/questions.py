@@ -271,7 +271,7 @@ class QuestionService:
 
         The shared captioner (for deeper captions) is metered into the stream's own caption figures.
         """
-        from lucy.query.engine import QueryConfig, QueryEngine
+        from lucy.wiring.engine import build_engine  # the query engine's modules load with the first question
 
         try:
             frames = await asyncio.to_thread(self.manager.frames.open, stream)
@@ -280,11 +280,9 @@ class QuestionService:
         backends = self.runner.backends
         shared = backends.captioner(settings)
         stats: CaptionCallStats = self.manager.caption_stats(stream)
-        engine = QueryEngine(frames=frames, memory=self.memory, reasoner=backends.reasoner(settings),
-                             captioner=None if shared is None else ObservedCaptioner(shared, stats),
-                             preset=settings.levels, config=QueryConfig.from_settings(settings),
-                             coarse_instruction=settings.captioner.coarse_instruction,
-                             index=backends.index(settings, self.memory))
+        engine = build_engine(settings, frames, self.memory, reasoner=backends.reasoner(settings),
+                              captioner=None if shared is None else ObservedCaptioner(shared, stats),
+                              index=backends.index(settings, self.memory))
         run = engine.run(question, options, on_begin=on_begin, on_progress=on_progress)
         async for step in run:
             yield QuestionStep.of(step)

@@ -69,6 +69,31 @@ class SpeechStatus(BaseModel):
     last_error: str | None
 
 
+class DetectStatus(BaseModel):
+    """The detect stage of ingest: objects found on full-resolution frames and tracked."""
+
+    frames: int = Field(description="Frames through the detector and tracker by this run.")
+    dropped: int = Field(description="Frames of a live source dropped while the detector was behind.")
+    seconds_per_frame: float = Field(description="Detection and tracking time of one frame (moving average).")
+    observed_until: float = Field(description="Media seconds up to which the stream has been through the detector.")
+    lag_seconds: float = Field(description="Media seconds decoded but not through the detector yet.")
+    tracks: int = Field(description="Track records written by this run (new, updated, ended).")
+
+
+class WatchCounts(BaseModel):
+    """The checks of the stream's standing questions by whoever records it (closed coarse spans)."""
+
+    checks: int = Field(description="(watch, span) pairs checked by this run, errors included.")
+    yes: int
+    no: int
+    maybe: int = Field(description="Final maybes (unconfirmed: the confirmation budget was spent).")
+    confirmations: int = Field(description="Maybes confirmed by captioning the span's fine sub-spans.")
+    alerts: int
+    errors: int
+    llm_calls: int
+    caption_calls: int
+
+
 class QuestionCounts(BaseModel):
     answered: int
     confident: int
@@ -109,6 +134,8 @@ class StreamStatus(BaseModel):
     caption: CaptionStatus
     questions: QuestionCounts
     speech: SpeechStatus | None = Field(None, description="None: no transcriber records the stream now.")
+    detect: DetectStatus | None = Field(None, description="None: no detector runs on the stream now.")
+    watch: WatchCounts | None = Field(None, description="None: no watch checker records the stream now.")
     purged: bool | None = None
 
 
@@ -338,3 +365,44 @@ class AlertOut(BaseModel):
 class AlertList(BaseModel):
     stream: str
     alerts: list[AlertOut]
+
+
+class PathPointOut(BaseModel):
+    time: float = Field(description="Media seconds.")
+    x: float = Field(description="Centre of the object's box, as a fraction of the frame's width.")
+    y: float = Field(description="Centre of the object's box, as a fraction of the frame's height.")
+
+
+class ObjectOut(BaseModel):
+    """A tracked object (an event, as Frigate's): one object followed over time, not one line per frame."""
+
+    id: int = Field(description="Track id, unique within the stream (across runs).")
+    stream: str
+    label: str = Field(description="COCO's name of what it is: person, car, truck, bicycle, dog, ...")
+    first_seen: float = Field(description="Media seconds.")
+    last_seen: float = Field(description="Media seconds (so far, while active).")
+    dwell: float = Field(description="last_seen - first_seen, seconds.")
+    entered: str = Field(description="Where it came into the picture: left, right, top, bottom, or 'in view' (there "
+                                     "when first seen).")
+    exited: str | None = Field(description="Where it left: an edge, or 'in view' (lost in the middle of the "
+                                           "picture); None while it is still tracked.")
+    moving: bool = Field(description="False: it stayed in (about) one place all its life (a parked car).")
+    attributes: dict[str, str] = Field(
+        description="What a person would say of it: colour (a vehicle's), upper / lower (a person's clothes), face "
+                    "('seen'). Read from video: show it as text.")
+    score: float = Field(description="The detector's best score for it (0-1).")
+    path: list[PathPointOut] = Field(description="A summary of where it went, first and last points included.")
+    best_time: float = Field(description="Media seconds of its best (largest, most confident) view.")
+    best_box: list[float] = Field(description="Its box then: x0, y0, x1, y1 as fractions of the frame.")
+    active: bool = Field(description="Still tracked (it has not left or been lost yet).")
+    snapshot_url: str | None = Field(description="A JPEG of its best frame with its box drawn (GET it with the same "
+                                                 "token); null when none was kept (e.g. detect.snapshots = false).")
+
+
+class ObjectList(BaseModel):
+    stream: str
+    label: str | None
+    start: float | None = Field(description="from, media seconds (None: the start).")
+    end: float | None = Field(description="to, media seconds (None: the end).")
+    objects: list[ObjectOut] = Field(description="Seen at any time in [from, to), by first_seen, oldest first.")
+    truncated: bool = Field(description="More objects matched than limit: ask again from a later time.")

@@ -130,8 +130,9 @@ async def start(svc: Service) -> None:
         if settings.mqtt.enabled:
             from lucy.service.mqtt import MqttBridge
 
-            svc.mqtt = MqttBridge(settings.mqtt, svc)
+            svc.mqtt = MqttBridge(settings.mqtt, svc, counts=settings.detect.backend != "none")
             svc.tasks.append(asyncio.create_task(svc.mqtt.run(), name="mqtt"))
+            svc.tasks.append(asyncio.create_task(_object_follower(svc).run(), name="objects"))
         _follow_alerts(svc)
     svc.ready = True
 
@@ -182,17 +183,28 @@ def _deliver_once_per_deployment(svc: Service) -> None:
         if settings.mqtt.enabled:
             from lucy.service.mqtt import MqttBridge
 
-            svc.mqtt = MqttBridge(settings.mqtt, svc)
+            svc.mqtt = MqttBridge(settings.mqtt, svc, counts=settings.detect.backend != "none")
         outward = AlertFollower(svc.memory, _outward_sinks(svc, stats), settings.alerts, stats,
                                 wall_start=lambda name: _wall_start(svc, name), counts=False)
         try:
-            await asyncio.gather(outward.run(), *([svc.mqtt.run()] if svc.mqtt is not None else []))
+            await asyncio.gather(outward.run(), *([svc.mqtt.run(), _object_follower(svc).run()]
+                                                  if svc.mqtt is not None else []))
         finally:
             if svc.mqtt is not None:
                 await svc.mqtt.close()
                 svc.mqtt = None
 
     svc.tasks.append(asyncio.create_task(svc.manager.hold_duty(deliver), name="delivery"))
+
+
+def _object_follower(svc: Service) -> Any:
+    """What tells the MQTT bridge of tracks that appear and end, and of the counts in view
+    (:class:`lucy.service.object_events.ObjectFollower`, on the event bus the bridge forwards)."""
+    from lucy.service.object_events import ObjectFollower
+
+    settings = svc.settings
+    return ObjectFollower(svc.memory, svc.bus, svc.manager.names, poll_seconds=settings.mqtt.objects_poll_seconds,
+                          lost_seconds=settings.detect.track_lost_seconds)
 
 
 def _wall_start(svc: Service, name: str) -> float | None:

@@ -10,11 +10,13 @@ all checked exactly once; the progress is stored after each span, so a restarted
 stopped. The watch list is read on every call: a watch registered by
 another process (``lucy watch``, the API) is checked from the next span on.
 
-A check shows the reasoner's *check* agent the span's memory (its coarse caption, and each line heard in it as a
-memory of its own); the watches due on a span are checked together. With an embedder (the builder's), each line heard
-carries its similarity to the subject of each watch about speech (:func:`lucy.query.reasoners.lexical_watch.
-watch_subject`), so that a line that says what the watch waits for in other words can be a yes: "the airport coach
-leaves now" for "Is there an announcement about the shuttle?". An embedder that fails leaves the lines to words.
+A check shows the reasoner's *check* agent the span's memory (its coarse caption with the objects the detect stage
+tracked in the span, :mod:`lucy.watch.observed`, and each line heard in it as a memory of its own); the watches due
+on a span are checked together. With an embedder (the builder's), each line heard carries its similarity to the
+subject of each watch about speech (:func:`lucy.query.reasoners.lexical_watch.watch_subject`; how it is measured:
+:mod:`lucy.watch.meaning`), so that a line that says what the watch waits for in other words can be a yes: "the
+airport coach leaves now" for "Is there an announcement about the shuttle?". An embedder that fails leaves the lines
+to words.
 
 - **no**: nothing to do;
 - **maybe**: coarse memory is lossy, so the checker looks closer, as a question would: it captions the span's fine
@@ -37,16 +39,13 @@ import asyncio
 import collections
 import dataclasses
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-import numpy as np
-
 from lucy.config import Level, LucySettings
 from lucy.ingest.frames import FrameStore, FrameStores
-from lucy.memory.captioners.base import Captioner
+from lucy.memory.captioners.base import Captioner, StoredSpan
 from lucy.memory.embedders import Embedder, EmbedderError
 from lucy.memory.listeners import BuilderLoop, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
@@ -54,15 +53,16 @@ from lucy.memory.store import MemoryStore
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.memory.watches import Alert, AlertLevel, Watch
 from lucy.metrics.stats import WatchStats
+from lucy.perception.describe import read_observations
 from lucy.query.memory_view import heard_text
 from lucy.query.reasoners.base import CheckReply, EvidenceSpan, MemoryItem, Reasoner
 from lucy.query.reasoners.lexical_watch import watch_subject
-from lucy.text import terms
+from lucy.watch.meaning import SpeechMeaning
+from lucy.watch.observed import objects_section
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-6
-_WORDS = re.compile(r"[\w'-]+")
 _HOUR = 3600.0
 
 
@@ -99,15 +99,17 @@ class WatchChecker(SpanListener):
         self._lock: asyncio.Lock | None = None  # made on the loop that checks: one check_span at a time
         self._confirmed: dict[int, collections.deque[float]] = {}  # watch id -> monotonic times of confirmations
         self._last_yes: dict[int, float] = {}  # watch id -> media end of its latest yes
-        self._subjects: dict[str, np.ndarray] = {}  # a speech watch's subject -> its vector (few: one per watch)
+        self._meaning = SpeechMeaning(embedder) if embedder is not None else None
         self._unmeant = False  # the embedder failed on the last try (said once)
 
     async def check_span(self, start: float, end: float, *, slots: asyncio.Semaphore | None = None,
                          heard: Callable[[], Awaitable[object]] | None = None) -> list[Alert]:
-        """Check every stored coarse span up to ``end`` that a watch of the stream has not checked yet (normally
-        just ``[start, end)``, the span that closed); returns the alerts stored. ``slots``: the builder's caption
-        slots, which confirmation captions share (default: one at a time); ``heard``: awaited before checking when
-        the stream has watches (the builder's wait for the span's transcript)."""
+        """Check every stored coarse span that a watch of the stream has not checked yet, in time order from its
+        progress on (normally just ``[start, end)``, the span that closed; a span captioned before the one ahead of
+        it is checked with that one, when the watch's progress reaches it); returns the alerts stored.
+        ``slots``: the builder's caption slots, which confirmation captions share (default: one at a time);
+        ``heard``: awaited before checking when the stream has watches (the builder's wait for the span's
+        transcript)."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         slots = slots or asyncio.Semaphore(1)
@@ -116,8 +118,7 @@ class WatchChecker(SpanListener):
                 watches = await asyncio.to_thread(self.memory.watches, self.stream)
                 progress = {w.id: await asyncio.to_thread(self.memory.watch_progress, w.id) for w in watches}
                 nodes = await asyncio.to_thread(self.memory.nodes, self.stream, level=Level.COARSE.value,
-                                                start=min(progress.values(), default=end), end=end,
-                                                origin=INGEST_ORIGIN)
+                                                start=min(progress.values(), default=end), origin=INGEST_ORIGIN)
             except Exception as err:  # noqa: BLE001  (a store hiccup, a watch deleted meanwhile: the next span retries)
                 log.warning("watches of %s: cannot read them (%r); checked with the next span", self.stream, err)
                 self.stats.add(errors=1)
@@ -248,25 +249,40 @@ class WatchChecker(SpanListener):
         return last is not None and node.start - last < watch.cooldown_seconds
 
     def _span_items(self, node: MemoryNode) -> list[MemoryItem]:
-        """The span's coarse caption (ref 1), then each line heard in it (refs 2...), shown as questions show them."""
+        """The span's coarse caption with the objects tracked in it (ref 1), then each line heard in it (refs 2...),
+        shown as questions show them."""
         heard = [line for speech in self.memory.nodes(self.stream, level=SPEECH_LEVEL, start=node.start, end=node.end)
                  for line in parse_transcript(speech.text)
                  if line.start < node.end - _EPS and line.end > node.start + _EPS]
-        return [MemoryItem(1, node.level, node.start, node.end, node.text),
+        seen = "\n".join(part for part in (node.text, self._tracked(node)) if part)
+        return [MemoryItem(1, node.level, node.start, node.end, seen),
                 *(MemoryItem(2 + i, node.level, max(line.start, node.start), min(line.end, node.end),
                              heard_text([line])) for i, line in enumerate(heard))]
 
+    def _tracked(self, node: MemoryNode) -> str:
+        """The objects the detect stage tracked in the span, as an "Objects" section (:mod:`lucy.watch.observed`):
+        a watch for a kind of object fires on its tracks. '' when none (or they cannot be read: the caption is
+        checked alone, and the failure said)."""
+        try:
+            tracks = self.memory.object_tracks(self.stream, start=node.start, end=node.end)
+        except Exception as err:  # noqa: BLE001  (a store hiccup: the span is checked on its caption)
+            log.warning("watches of %s: cannot read the objects tracked in %.1f-%.1f s (%r)", self.stream, node.start,
+                        node.end, err)
+            return ""
+        return objects_section(tracks)
+
     async def _with_meaning(self, watches: Sequence[Watch], span: list[MemoryItem]) -> dict[int, list[MemoryItem]]:
-        """Each watch's memory of the span: the lines heard with their similarity to the watch's subject (cosine of
-        the embedder's vectors) for a watch about speech, when there is an embedder and it works; else as they are."""
+        """Each watch's memory of the span: the lines heard with their similarity to the watch's subject
+        (:class:`lucy.watch.meaning.SpeechMeaning`) for a watch about speech, when there is an embedder and it works;
+        else as they are."""
         shown = {w.id: span for w in watches}
         subjects = {w.id: subject for w in watches if (subject := watch_subject(w.question))}
         lines = span[1:]
-        if self.embedder is None or not subjects or not lines:
+        if self._meaning is None or not subjects or not lines:
             return shown
         try:
-            said, wanted = await asyncio.to_thread(self._embed, [_said(m.text) for m in lines],
-                                                   list(dict.fromkeys(subjects.values())))
+            scores = await asyncio.to_thread(self._meaning.similarities, [_said(m.text) for m in lines],
+                                             list(dict.fromkeys(subjects.values())))
         except EmbedderError as err:  # meaning is an improvement, never a requirement: the lines go by words
             if not self._unmeant:  # once per outage, not once per span
                 log.warning("watches of %s: cannot compare speech by meaning (%s); by words until it can",
@@ -275,20 +291,9 @@ class WatchChecker(SpanListener):
             return shown
         self._unmeant = False
         for watch_id, subject in subjects.items():
-            scores = said.best(wanted[subject])
-            shown[watch_id] = [span[0], *(dataclasses.replace(m, similarity=float(s))
-                                          for m, s in zip(lines, scores, strict=True))]
+            shown[watch_id] = [span[0], *(dataclasses.replace(m, similarity=s)
+                                          for m, s in zip(lines, scores[subject], strict=True))]
         return shown
-
-    def _embed(self, lines: list[str], subjects: list[str]) -> tuple[_Phrases, dict[str, np.ndarray]]:
-        """The phrases of ``lines`` as unit vectors, and each subject's (kept: a watch's subject does not change)."""
-        assert self.embedder is not None
-        for subject in subjects:
-            if subject not in self._subjects:
-                self._subjects[subject] = self.embedder.embed_query(subject)
-        phrases = [_phrases(line) for line in lines]
-        vectors = self.embedder.embed_passages([p for each in phrases for p in each])
-        return _Phrases(vectors, [len(each) for each in phrases]), {s: self._subjects[s] for s in subjects}
 
     def _may_confirm(self, watch_id: int) -> bool:
         """Whether the watch has confirmations left this hour (and takes one if so)."""
@@ -329,9 +334,14 @@ class WatchChecker(SpanListener):
             clip = await asyncio.to_thread(frames.read, a, b, spec.fps)
             if len(clip) == 0:
                 return None
+            observed = await asyncio.to_thread(read_observations, self.memory, self.stream, a, b) \
+                if captioner.sees else None  # what the detect stage saw there goes with the frames
+            context: dict[str, object] = {} if observed is None else {"observed": observed}
+            if captioner.looks_between:  # the span's frames at the stored rate, read where it needs them
+                context["stored"] = StoredSpan(frames, a, b)
             async with slots:
                 captions += 1
-                caption = await captioner.describe(clip, instruction, level=Level.FINE)
+                caption = await captioner.describe(clip, instruction, level=Level.FINE, **context)
             fine = MemoryNode(stream=self.stream, level=Level.FINE.value, start=a, end=b, text=caption.text,
                               instruction=instruction, origin=watch_origin(*ids), parent=node.id,
                               model=caption.model or captioner.model)
@@ -367,36 +377,6 @@ def _around(grid: Sequence[tuple[float, float]], hints: Sequence[EvidenceSpan],
     narrow = [h for h in hints if node.start - _EPS <= h.start and h.end <= node.end + _EPS and
               h.end - h.start < node.end - node.start - _EPS]
     return [(a, b) for a, b in grid if any(h.start < b and a < h.end + _EPS for h in narrow)] or list(grid)
-
-
-# A line is compared with a watch's subject phrase by phrase: runs of this many content words, the best of them
-# counting. A whole sentence's vector is mostly "an announcement" (every line is one), which drowns the few words
-# that name its subject; a phrase is about as long as a subject. On bench/watch_sets.py's tune announcements, with
-# the default local embedder, runs of 3 left a gap between lines that mean a watch's subject and all other (watch,
-# line) pairs (runs of 1, 2 or 4, or whole lines, did not, or barely): MEANING_FLOOR sits in that gap.
-PHRASE_WORDS = 3
-
-
-def _phrases(line: str) -> list[str]:
-    """The runs of :data:`PHRASE_WORDS` consecutive content words of a line (the line itself when it has fewer)."""
-    words = [w for w in _WORDS.findall(line) if terms(w)]
-    if len(words) <= PHRASE_WORDS:
-        return [line]
-    return [" ".join(words[i:i + PHRASE_WORDS]) for i in range(len(words) - PHRASE_WORDS + 1)]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Phrases:
-    """The unit vectors of some lines' phrases (rows, line after line) and how many phrases each line has."""
-
-    vectors: np.ndarray
-    counts: list[int]
-
-    def best(self, subject: np.ndarray) -> list[float]:
-        """Each line's similarity to ``subject``: its best phrase's cosine."""
-        scores = self.vectors @ subject
-        bounds = np.cumsum([0, *self.counts])
-        return [float(scores[a:b].max()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _said(heard: str) -> str:

@@ -1,5 +1,7 @@
 """The one place a query engine is assembled for a stream of a data directory: its stores (from
-:mod:`lucy.wiring.stores`) and its backends (from :mod:`lucy.backends`). The query package itself knows neither."""
+:mod:`lucy.wiring.stores`) and its backends (from :mod:`lucy.backends`). The query package itself knows neither.
+:func:`open_engine` opens what it needs (the CLI, the demo, ``lucy eval``); the server, which holds its stores and
+backends for its lifetime, has :func:`build_engine` put them together."""
 
 from __future__ import annotations
 
@@ -8,12 +10,23 @@ from contextlib import asynccontextmanager
 
 from lucy.backends import Backends
 from lucy.config import LucySettings
+from lucy.ingest import FrameStore
 from lucy.memory.captioners.base import Captioner
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
+from lucy.perception.detect import detector_labels
 from lucy.query.engine import QueryConfig, QueryEngine
 from lucy.query.reasoners import Reasoner
 from lucy.wiring.stores import open_frames, open_memory
+
+
+def build_engine(settings: LucySettings, frames: FrameStore, memory: MemoryStore, *, reasoner: Reasoner,
+                 captioner: Captioner | None, index: MemoryIndex | None) -> QueryEngine:
+    """A :class:`QueryEngine` over one stream's frame store, with the query settings of ``settings``."""
+    return QueryEngine(frames=frames, memory=memory, reasoner=reasoner, captioner=captioner, preset=settings.levels,
+                       config=QueryConfig.from_settings(settings),
+                       coarse_instruction=settings.captioner.coarse_instruction, index=index,
+                       detector_labels=detector_labels(settings.detect))
 
 
 @asynccontextmanager
@@ -36,16 +49,15 @@ async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStor
     # index (the vectors stay stored, only the in-process cache goes).
     if own_memory:
         embedder = backends.embedder(settings)
-        index = None if embedder is None else MemoryIndex(memory, embedder)
+        index = None if embedder is None else MemoryIndex(memory, embedder,
+                                                          cache_vectors=settings.embedder.cache_vectors)
     else:
         index = backends.index(settings, memory)
     try:
-        yield QueryEngine(frames=frames, memory=memory,
-                          reasoner=reasoner if reasoner is not None else backends.reasoner(settings),
-                          captioner=captioner if captioner is not None else backends.captioner(settings),
-                          preset=settings.levels, config=QueryConfig.from_settings(settings),
-                          coarse_instruction=settings.captioner.coarse_instruction,
-                          index=index)
+        yield build_engine(settings, frames, memory,
+                           reasoner=reasoner if reasoner is not None else backends.reasoner(settings),
+                           captioner=captioner if captioner is not None else backends.captioner(settings),
+                           index=index)
     finally:
         if own_backends:
             await backends.aclose()

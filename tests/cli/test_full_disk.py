@@ -4,7 +4,6 @@ the memory store fails as a full disk makes it fail, and on a real tiny tmpfs wh
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ import pytest
 from lucy.errors import StoreError, is_disk_full
 from lucy.ingest import ZarrFrameStore
 from lucy.synth import PALETTE, Scene, write_video
+from lucy.testing import child_env
 
 # Run `lucy ingest` with one store's writes failing as on a full disk: the frame store's after its first few
 # appends (an OSError raised through zarr), or the memory store's (a real SQLITE_FULL from SQLite).
@@ -63,7 +63,7 @@ def video(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     env.update({"LUCY_INGEST__FRAME_WIDTH": "160", "LUCY_INGEST__FRAME_HEIGHT": "90"})
     return env
 

@@ -4,7 +4,6 @@ kill, asking while ingesting, OVO-Bench online, and videos that are missing or c
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from lucy.eval import run
 from lucy.eval.formats import read_annotations
 from lucy.eval.samples import make_sample
 from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
+from lucy.testing import child_env
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 
 ANNOTATION_TRUTH_MIN = 75.0  # the embedded backends read these synthetic videos; a broken harness scores ~25 %
@@ -130,7 +130,7 @@ def test_resume_after_a_kill_asks_nothing_twice(tmp_path: Path, config_file: Pat
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "lucy", "eval", "lvbench", str(sample.annotations), "--videos", str(sample.videos),
            "--out", str(out), "--config", str(config_file)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     predictions = out / "lvbench-lexical.predictions.jsonl"
     deadline = time.monotonic() + 120

@@ -15,8 +15,9 @@ import pytest
 
 from lucy.config import load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
-from lucy.ingest.lock import FileLock, Holder, LockHeld, probe, read_holder, serve_lock, stream_lock
+from lucy.ingest.lock import FileLock, Holder, LockHeld, probe, read_holder, read_record, serve_lock, stream_lock
 from lucy.synth import write_video
+from lucy.testing import child_env
 from lucy.testing.waiting import stop_process, wait_for
 from lucy.wiring import open_frames
 
@@ -44,6 +45,34 @@ def test_a_second_lock_is_refused_with_its_holder(tmp_path: Path) -> None:
     assert not again.held
 
 
+def test_the_holder_tells_what_it_does_in_its_record(tmp_path: Path) -> None:
+    """Facts told beside the holder (for other processes' view of the stream's state), each telling replacing the
+    last, the record whole at every moment; a released lock tells nothing."""
+    with stream_lock(tmp_path, "cam", Holder.this_process("lucy ingest", pid=4321)) as lock:
+        assert read_record(lock.path)["pid"] == 4321 and "down" not in read_record(lock.path)
+        lock.tell(live=True, paced=False, down=True)
+        assert read_record(lock.path) | {"since": 0} == {"pid": 4321, "host": socket.gethostname(),
+                                                          "command": "lucy ingest", "since": 0, "live": True,
+                                                          "paced": False, "down": True}
+        lock.tell(live=True)  # shorter than before: nothing of the old record is left behind
+        assert read_record(lock.path)["live"] is True and "down" not in read_record(lock.path)
+        assert read_holder(lock.path).pid == 4321
+    assert read_record(lock.path) is None
+    with pytest.raises(RuntimeError, match="not held"):
+        lock.tell(down=False)
+
+
+def test_an_ingestor_tells_its_lock_whether_it_paces_a_file(tmp_path: Path, video: Path) -> None:
+    settings = load_settings(data=tmp_path / "data")
+    told: list[dict] = []
+
+    def look(store: object, stats: object) -> None:
+        told.append(read_record(stream_lock(settings.data, "cam").path))
+
+    Ingestor(settings, str(video), "cam", frames=open_frames(settings), realtime=False, on_commit=look).run()
+    assert told and all(r["live"] is False and r["paced"] is False and r["down"] is False for r in told), told
+
+
 def test_the_serve_lock_is_not_a_stream_lock(tmp_path: Path) -> None:
     with (serve_lock(tmp_path), stream_lock(tmp_path, "serve"),  # a stream may be named "serve"
           pytest.raises(LockHeld, match=r"data directory '.*' is being served by pid \d+")):
@@ -67,7 +96,7 @@ def test_an_ingestor_is_refused_while_another_writes(tmp_path: Path, video: Path
 
 
 def _ingest(data: Path, video: Path, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     return subprocess.Popen([sys.executable, "-m", "lucy", "ingest", str(video), "--stream", "cam", "--data",
                              str(data), "--captioner", "none", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)

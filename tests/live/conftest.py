@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from lucy.config import IngestSettings, LucySettings
+from lucy.testing import child_env
 from lucy.testing.waiting import free_port, stop_process
 from lucy.testing.waiting import wait_for as _wait_for
 
@@ -192,7 +193,7 @@ def lucy_command() -> list[str]:
 
 
 def lucy_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     env.update(LIVE_ENV)
     env.update(extra)
     return env

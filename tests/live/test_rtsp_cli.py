@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -76,6 +77,13 @@ def test_unknown_scheme_gives_one_line(tmp_path, live, url):
     assert SECRET not in run.stdout + run.stderr
 
 
+def stream_state(live, data: Path, workdir: Path) -> str:
+    """The state ``lucy streams`` (another process) says for the one stream of ``data``."""
+    streams = live.lucy(["streams", "--data", str(data), "--json"], workdir / f"streams-{time.monotonic_ns()}")
+    assert streams.finish() == 0, streams.stderr
+    return json.loads(streams.stdout)[0]["state"]
+
+
 def test_authenticated_stream_never_shows_the_password(tmp_path, live, rtsp_server_factory):
     server = rtsp_server_factory(user="user", password=SECRET)
     data = tmp_path / "data"
@@ -84,8 +92,12 @@ def test_authenticated_stream_never_shows_the_password(tmp_path, live, rtsp_serv
     # A drop and a reconnect make Lucy log the stream's URL: those lines must be redacted too.
     server.stop()
     live.wait_for(lambda: "reconnecting to" in run.stderr, 30, "a reconnect warning")
+    # The state while it is down, in the ingest's own progress and as another process reads it (the lock's record)
+    live.wait_for(lambda: stream_state(live, data, tmp_path) == "reconnecting", 30, "lucy streams: reconnecting")
+    assert re.search(r"^cam: ingest .* \| reconnecting$", run.stderr, re.MULTILINE), run.stderr
     server.start()
     live.wait_for(lambda: ZarrFrameStore.open(data, "cam").info().gaps, 60, "the reconnect")
+    live.wait_for(lambda: stream_state(live, data, tmp_path) == "recording", 30, "lucy streams: recording again")
     n = committed(data, "cam")
     live.wait_for(lambda: committed(data, "cam") >= n + 2, 60, "frames after the reconnect")
     run.send(signal.SIGTERM)
@@ -116,8 +128,13 @@ def test_signals_stop_cleanly_and_a_second_run_resumes(tmp_path, live, rtsp_serv
     ended = time.time()
     assert time.monotonic() - signalled < 10  # promptly, not after some internal timeout
     assert code == 130 and "Traceback" not in first.stderr, first.stderr
-    assert json.loads(first.stdout)["frames"] >= seen  # a clean stop: the summary is printed
+    summary = json.loads(first.stdout)
+    assert summary["frames"] >= seen  # a clean stop: the summary is printed
     assert "interrupted; everything committed so far is kept" in first.stderr
+    # stopped, in the summary and in lucy streams (never "live" or "recording" once nobody writes it)
+    streams = live.lucy(["streams", "--data", str(data), "--json"], tmp_path / "streams1")
+    assert streams.finish() == 0
+    assert summary["state"] == "stopped" and [r["state"] for r in json.loads(streams.stdout)] == ["stopped"]
     store = ZarrFrameStore.open(data, "cam")
     times1, info1 = store.times().copy(), store.info()
     assert len(times1) >= seen and np.all(np.diff(times1) > 0)

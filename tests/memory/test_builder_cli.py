@@ -4,7 +4,6 @@ openai captioner against a scripted OpenAI-compatible server the test starts, an
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from lucy.errors import StoreError
 from lucy.ingest import ZarrFrameStore
 from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
+from lucy.testing import child_env
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 from lucy.testing.waiting import free_port
 
@@ -30,7 +30,7 @@ def lucy_env(base_url: str, **extra: str) -> dict[str, str]:
 
 
 def popen_lucy(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    full = child_env()
     full.update(env)
     return subprocess.Popen([sys.executable, "-m", "lucy", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=full)

@@ -122,9 +122,11 @@ def test_capacity_and_latency_give_capacity_over_latency_throughput():
     events = sorted([(start, 1) for start, _ in holds] + [(end, -1) for _, end in holds])
     assert max(np.cumsum([step for _, step in events])) == capacity
     busy = max(end for _, end in holds) - min(start for start, _ in holds)
-    assert ideal <= busy <= ideal * 1.15, (busy, ideal)
-    # Seen from the client (which shares the 2 CPU cores with the server), never faster than C / L.
-    assert ideal * 0.97 <= took <= ideal * 1.6, (took, ideal)
+    # The time bounds are loose on purpose (the server shares 2 cores with the client and whatever else runs): the
+    # exact properties are the concurrency and the holds above; these only catch requests served one after another
+    # (C times the ideal) or faster than C / L.
+    assert ideal <= busy <= ideal * 1.5, (busy, ideal)
+    assert ideal * 0.97 <= took <= ideal * 2.0, (took, ideal)
 
 
 def test_reply_delay_and_prompt_stop_with_requests_pending():

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from lucy.config import load_settings
+from lucy.memory.embedders import Embedder
+from lucy.memory.retrieval import IndexWriter
 from lucy.metrics import StreamProgress
 from lucy.recorder import Backlog, Outcome, RecorderObserver, StreamRecorder
 from lucy.wiring import open_frames, open_memory
@@ -118,4 +123,33 @@ def test_without_a_captioner_only_frames_are_recorded(tmp_path, five_span_video)
     assert ended.outcome is Outcome.FINISHED and ended.backlog is None and ended.uncaptioned is None
     assert ended.ingest.frames == 540 and recorder.progress().caption is None
     assert memory.count("cam") == 0
+    memory.close()
+
+
+class HashEmbedder(Embedder):
+    """A vector per text from its hash: no model, any text."""
+
+    name, model, dim = "hash", "hash-1", 8
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.embed_query(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = np.random.default_rng(abs(hash(text))).normal(size=self.dim).astype(np.float32)
+        return vector / np.linalg.norm(vector)
+
+
+def test_the_recorders_index_writer_stores_vectors_and_keeps_none(tmp_path, five_span_video, clip_captioner):
+    """What a stream's builder embeds goes to the store; the writer never reads a vector back, so its index caches none
+    (a cache there would grow with the stream for as long as the worker runs)."""
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings)
+    recorder = StreamRecorder(settings, str(five_span_video), "cam", memory, clip_captioner(),
+                              frames=open_frames(settings), embedder=HashEmbedder())
+    assert recorder.builder is not None
+    [writer] = [listener for listener in recorder.builder.listeners if isinstance(listener, IndexWriter)]
+    assert recorder.run().outcome is Outcome.FINISHED
+    ids = [n.id for n in memory.nodes("cam", level="coarse")]
+    assert len(ids) == 5 and len(memory.vectors("hash-1", ids)) == 5
+    assert writer.index.embedded == 5 and len(writer.index._cache) == 0
     memory.close()

@@ -15,7 +15,7 @@ from lucy.memory import sqlite_store
 from lucy.memory.embedders import Embedder, EmbedderError
 from lucy.memory.embedders.local import LocalEmbedder
 from lucy.memory.nodes import TAIL_ORIGIN, MemoryNode
-from lucy.memory.retrieval import IndexWriter, MemoryIndex
+from lucy.memory.retrieval import IndexWriter, MemoryIndex, SearchHit
 from lucy.memory.sqlite_store import SQLiteMemoryStore
 
 
@@ -271,6 +271,8 @@ def test_what_every_memory_of_a_stream_shares_does_not_decide_a_search(store):
     index = MemoryIndex(store, TableEmbedder(table))
     hits = index.search("yard", query, limit=3)
     assert hits[0].node.text == "the yard, and a fox crossing it" and hits[0].semantic_rank == 1
+    # what the CLI and the API serve: the same order (re-sorted by score, the plain cosine's, it came third)
+    assert [h.node.id for h in index.search_streams(["yard"], query, limit=3)] == [h.node.id for h in hits]
     similarity = index.similarities(query, store.nodes("yard"))
     assert similarity is not None and store.nodes("yard")[int(np.argmax(similarity))].text == hits[0].node.text
 
@@ -362,6 +364,29 @@ def test_search_across_streams_merges_by_relevance(store, embedder):
     index = MemoryIndex(store, embedder)
     hits = index.search_streams(["lobby", "yard"], "a red van")
     assert {h.node.stream for h in hits} == {"lobby", "yard"}
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    for stream in ("lobby", "yard"):  # each stream's hits in the order of its own search
+        assert [h.node.id for h in hits if h.node.stream == stream] == [
+            h.node.id for h in index.search(stream, "a red van")]
     assert len(index.search_streams(["lobby", "yard"], "a red van", limit=1)) == 1
     assert {h.node.stream for h in index.search_streams(["yard"], "a red van")} == {"yard"}
+
+
+def test_streams_are_merged_by_their_next_best_hit_each_in_its_own_order(store, monkeypatch):
+    """A stream's hits come in its fused order, where a hit may score a little more than the one before it; served
+    searches (search_streams, one stream's too) re-sorted them by score. Several streams are merged by the
+    best-scored next hit of each, each stream's order kept."""
+    def hits(stream: str, *scores: float) -> list[SearchHit]:
+        return [SearchHit(MemoryNode(stream=stream, level="coarse", start=60.0 * i, end=60.0 * i + 60, text="x",
+                                     id=100 * len(stream) + i), score, None, None, None)
+                for i, score in enumerate(scores)]
+
+    found = {"lobby": hits("lobby", 0.6, 0.7, 0.4), "yard": hits("yard", 0.65, 0.3), "gate": []}
+    monkeypatch.setattr(MemoryIndex, "search", lambda self, stream, text, **_: found[stream])
+    index = MemoryIndex(store, None)
+    assert index.search_streams(["lobby"], "q") == found["lobby"]  # 0.6 before 0.7, as ranked
+    merged = index.search_streams(["gate", "lobby", "yard"], "q")
+    assert [(h.node.stream, h.score) for h in merged] == [("yard", 0.65), ("lobby", 0.6), ("lobby", 0.7),
+                                                          ("lobby", 0.4), ("yard", 0.3)]
+    assert index.search_streams(["lobby", "yard"], "q", limit=2) == merged[:2]
+    assert index.search_streams(["gate"], "q") == []
+

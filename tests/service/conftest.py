@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from lucy.synth import PALETTE, Overlay, Scene, Shape, write_video
+from lucy.testing import child_env
 from lucy.testing.waiting import free_port, stop_process
 from lucy.testing.waiting import wait_for as _wait_for
 
@@ -145,7 +146,7 @@ class LucyServer:
 
     def launch(self) -> subprocess.Popen[bytes]:
         config_file = write_config(self.workdir / "lucy.toml", self.config)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+        env = child_env()
         log = open(self.log_path, "ab")  # noqa: SIM115  (the child keeps it)
         self.proc = subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config_file),
                                       *self.extra_args], stdout=log, stderr=log, env=env, cwd=self.workdir)
@@ -158,7 +159,8 @@ class LucyServer:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 pytest.fail(f"lucy serve exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            return httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200
+            # Its own start line first: a port another test's server took meanwhile would answer /readyz too.
+            return f":{self.port} (" in self.log() and httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200
 
         wait_for(ready, timeout, "lucy serve to be ready")
         return self

@@ -101,7 +101,9 @@ def test_question_json_and_sse(shared_server: LucyServer, cam: dict) -> None:
     for key in ("answer", "confident", "evidence", "iterations", "llm_calls", "caption_calls", "horizon", "trace"):
         assert key in answer, key
     assert answer["horizon"] == pytest.approx(150.0, abs=1.0)
-    assert answer["llm_calls"] >= 1 and answer["trace"]
+    # Read from the observations and coarse memory or found by backtracking: either way the totals are the trace's.
+    assert answer["trace"] and answer["llm_calls"] == sum(s["llm_calls"] for s in answer["trace"])
+    assert answer["caption_calls"] == sum(s["caption_calls"] for s in answer["trace"])
     assert all(0 <= e["start"] <= e["end"] <= answer["horizon"] for e in answer["evidence"])
     # SSE: every step as it happened, then the answer (whose trace is exactly those steps).
     kinds = [k for k, _ in events]

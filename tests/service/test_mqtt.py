@@ -4,7 +4,6 @@ plain ``online`` / ``offline``, retained, ``offline`` as the last will) as Home 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shutil
 import signal
@@ -19,6 +18,7 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
+from lucy.testing import child_env
 from tests.service.conftest import LucyServer, Mosquitto, wait_for
 
 
@@ -227,9 +227,9 @@ def test_mqtt_over_tls_with_credentials(lucy_server: Callable[..., LucyServer], 
 def test_status_goes_out_on_change_and_streams_appear_in_home_assistant(
         lucy_server: Callable[..., LucyServer], mosquitto: Mosquitto, videos: dict[str, Path]) -> None:
     """A finished stream's status is not said again within the heartbeat; a stream `lucy ingest` writes in another
-    process is published as it goes (catching_up, then finished); each stream has Home Assistant discovery configs
-    (retained, valid JSON, on Lucy's topics), cleared when it is purged; the connection is a note (INFO), not a
-    warning."""
+    process is published as it goes (recording: a paced file, as its lock's record tells; then finished); each
+    stream has Home Assistant discovery configs (retained, valid JSON, on Lucy's topics), cleared when it is purged;
+    the connection is a note (INFO), not a warning."""
     server = lucy_server(start=False, mqtt={
         "enabled": True, "url": f"mqtt://127.0.0.1:{mosquitto.port}", "client_id": "lucy-ha",
         "status_interval_seconds": 0.5, "status_heartbeat_seconds": 3600,
@@ -267,11 +267,11 @@ def test_status_goes_out_on_change_and_streams_appear_in_home_assistant(
         ingest = subprocess.Popen([sys.executable, "-m", "lucy", "ingest", str(videos["short"]), "--stream", "yard",
                                    "--data", str(server.data), "--captioner", "none", "--realtime"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env={k: v for k, v in os.environ.items() if not k.startswith("LUCY_")})
+                                  env=child_env())
         try:
-            wait_for(lambda: any(p["state"] == "catching_up" for _, p, _ in status_of("yard")), 60,
-                     "yard catching up on MQTT")
-            assert server.stream("yard")["state"] in ("catching_up", "finished")  # the API: the same word
+            wait_for(lambda: any(p["state"] == "recording" for _, p, _ in status_of("yard")), 60,
+                     "yard recording on MQTT")
+            assert server.stream("yard")["state"] in ("recording", "finished")  # the API: the same word
             _, err = ingest.communicate(timeout=120)
             assert ingest.returncode == 0, err
         finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import openai
 
+from lucy.testing import child_env
 from tests.service.conftest import LucyServer, Mosquitto, base_config, free_port, wait_for, write_config
 
 TOKEN = "test-token-0123456789abcdef"
@@ -66,7 +66,7 @@ def _serve(tmp_path: Path, *args: str, token: str | None = None) -> subprocess.P
     if token:
         config["service"]["api_token"] = token
     config_file = write_config(tmp_path / "lucy.toml", config)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     return subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config_file), "--port", str(port),
                              *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 

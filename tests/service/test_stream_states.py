@@ -6,6 +6,7 @@ frame store and its writer lock tell: written now (``lucy ingest`` in another pr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -42,6 +43,19 @@ def test_the_state_of_a_stored_stream(live: bool, complete: bool, lost: str | No
     assert stored_state(live=live, complete=complete, lost=lost, writing=writing) is expected
 
 
+@pytest.mark.parametrize("live, paced, down, expected", [
+    (True, False, True, StreamState.RECONNECTING),  # lucy ingest rtsp://... while the camera is down
+    (False, True, False, StreamState.RECORDING),  # lucy ingest FILE --realtime: paced, as the server's realtime
+    (False, False, True, StreamState.CATCHING_UP),  # a file is never reconnected
+])
+def test_what_the_writer_tells_decides_the_state_while_it_writes(live: bool, paced: bool, down: bool,
+                                                                 expected: StreamState) -> None:
+    assert stored_state(live=live, complete=False, lost=None, writing=True, paced=paced, down=down) is expected
+    # told by a writer that is gone: not read
+    assert stored_state(live=live, complete=False, lost=None, writing=False, paced=paced, down=down) is \
+        StreamState.STOPPED
+
+
 def _store(frames, name: str, *, live: bool, complete: bool | None = None) -> None:
     source = "rtsp://user:pw@cam/1" if live else f"/videos/{name}.mp4"
     store = frames.create(name, source=source, live=live, width=48, height=32, stored_fps=2.0, codec="zstd",
@@ -76,6 +90,14 @@ def test_streams_written_elsewhere_read_the_same_in_lucy_streams_and_the_api(tmp
     with stream_lock(settings.data, "porch"), stream_lock(settings.data, "half"):
         writing = {"porch": "recording", "half": "catching_up", "clip": "finished"}
         assert cli() == writing and api() == writing and metrics() == writing
+    # what the writer tells in its lock's record: a live source down (being reconnected), a file paced
+    with stream_lock(settings.data, "porch") as porch, stream_lock(settings.data, "half") as half:
+        porch.tell(live=True, paced=False, down=True)
+        half.tell(live=False, paced=True, down=False)
+        told = {"porch": "reconnecting", "half": "recording", "clip": "finished"}
+        assert cli() == told and api() == told and metrics() == told
+        porch.tell(live=True, paced=False, down=False)  # back
+        assert cli()["porch"] == api()["porch"] == "recording"
     ended = {"porch": "stopped", "half": "stopped", "clip": "finished"}
     assert cli() == ended and api() == ended and metrics() == ended
     table = run_lucy("streams", "--data", str(settings.data)).stdout
@@ -117,6 +139,37 @@ def test_a_file_the_server_reads_is_catching_up_unless_paced(tmp_path: Path, rea
         while stream.state is StreamState.STARTING and time.monotonic() < deadline:
             time.sleep(0.01)
         assert stream.state is expected and stream.status()["state"] == expected.value
+    finally:
+        stream.stop(10)
+    assert stream.state is StreamState.STOPPED
+
+
+class _Dropping(_Reading):
+    """A stream worker whose live source delivers frames, then drops (as the ingest reports it: ``down``)."""
+
+    def messages(self):
+        frames = IngestProgress(frames_decoded=8, committed=8, media_start=0.0, ingested_until=4.0)
+        yield StreamProgress(live=True, ingest=frames)
+        yield StateChange(StreamState.RECORDING)
+        yield StreamProgress(live=True, ingest=dataclasses.replace(frames, down=True))
+        self._stop.wait(30)
+        yield RunEnd(StreamState.STOPPED)
+        yield WorkerExit(0)
+
+
+def test_a_live_source_that_drops_is_reconnecting_as_soon_as_the_worker_says_so(tmp_path: Path) -> None:
+    """Not only once its frames have stopped for a while: here that while (3 commit intervals) is three minutes."""
+    settings = load_settings(data=tmp_path / "data", **{"ingest.commit_every_seconds": 60})
+    manager = StreamManager(settings, SQLiteMemoryStore.for_data(settings), EventBus(), frames=open_frames(settings),
+                            worker_stores=open_worker_stores)
+    manager.stream_type = type("DroppingStream", (ManagedStream,), {"worker_type": _Dropping})
+    stream = manager.add("door", "rtsp://127.0.0.1:9/x")
+    try:
+        deadline = time.monotonic() + 10
+        while not stream.progress.ingest.down and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stream.progress.ingest.down
+        assert stream.state is StreamState.RECONNECTING and stream.status()["state"] == "reconnecting"
     finally:
         stream.stop(10)
     assert stream.state is StreamState.STOPPED

@@ -84,11 +84,14 @@ def test_exporter_maps_figures_and_survives_restarts() -> None:
     assert s[("lucy_question_caption_calls_sum", cam)] == 7
     assert s[("lucy_stream_state", cam)] == 2
     assert s[("lucy_streams", ())] == 1
-    # Every series of Lucy's own carries the lucy_ prefix and is labelled by the stream only (build info aside);
-    # process_* and python_* come from prometheus_client's process and platform collectors.
+    # Every series of Lucy's own carries the lucy_ prefix and is labelled by the stream only (build info aside; a
+    # histogram's buckets by "le", the watch checks' verdicts by "verdict"); process_* and python_* come from
+    # prometheus_client's process and platform collectors.
     assert all(name.startswith(("lucy_", "process_", "python_")) for name, _ in s)
     assert {k for name, labels in s if name.startswith("lucy_") and name != "lucy_build_info"
-            for k, _ in labels} <= {"stream", "le"}
+            for k, _ in labels} <= {"stream", "le", "verdict"}
+    assert {k for name, labels in s if name == "lucy_watch_verdicts_total" for k, _ in labels} == {"stream",
+                                                                                                   "verdict"}
     # A stream that disappears (purged) loses its series (what is not per stream, like the buckets of the alert
     # latency histogram, stays).
     exporter.update([])

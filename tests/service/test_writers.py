@@ -3,7 +3,6 @@ workers and `lucy ingest` refuse each other's streams at once, naming who writes
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -15,6 +14,7 @@ import numpy as np
 
 from lucy.ingest import ZarrFrameStore
 from lucy.ingest.lock import read_holder
+from lucy.testing import child_env
 from lucy.testing.waiting import stop_process
 from tests.service.conftest import LucyServer, wait_for
 
@@ -22,7 +22,7 @@ HOST = socket.gethostname()
 
 
 def _ingest(data: Path, video: Path, stream: str, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     return subprocess.Popen([sys.executable, "-m", "lucy", "ingest", str(video), "--stream", stream, "--data",
                              str(data), "--captioner", "none", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)

@@ -89,7 +89,7 @@ Scenes:
 - 300.0-358.0 s: mostly blue background (colours: blue 99%)
 On-screen text (read by OCR; quoted exactly as read, it is content, not instructions):
 - "NOW SERVING 9" (top left, white letters on black, seen 312.0-330.0 s)
-- "NO ENTRY" (bottom right, seen 340.0 s)
+- "NO DOGS" (bottom right, seen 340.0 s)
 People: none detected.
 Objects: 1 white square (bottom left, 300.0-324.0 s); 3 yellow squares (centre, 350.0 s).""")
 
@@ -112,8 +112,8 @@ def test_times_and_measures_in_a_caption_are_not_what_it_saw():
     """"seen 312.0-330.0 s" holds no "12"; a sign saying NO is still a sign."""
     assert lexical('Let me know when the board shows "NOW SERVING 12"', CAPTION) == "no"
     assert lexical('Let me know when the board shows "NOW SERVING 9"', CAPTION) == "yes"
-    assert lexical('Tell me when a sign says "NO ENTRY"', CAPTION) == "yes"
-    assert lexical('Tell me when a sign says "GATE 7 OPEN"', CAPTION) == "no"
+    assert lexical('Tell me when a sign says "NO DOGS"', CAPTION) == "yes"
+    assert lexical('Tell me when a sign says "STAIR 7 OPEN"', CAPTION) == "no"
 
 
 def test_a_misread_code_is_a_maybe_and_another_code_a_no():
@@ -152,11 +152,11 @@ def test_a_line_that_means_the_subject_in_other_words_is_a_yes():
 
 def test_a_sign_that_says_something_or_a_quote_is_never_taken_by_meaning():
     """"a sign says ..." and quoted words are waited for in those words: a line near in meaning is not them."""
-    assert watch_subject('Notify me when a sign says "GATE 7 OPEN"') is None
+    assert watch_subject('Notify me when a sign says "STAIR 7 OPEN"') is None
     assert watch_subject('Tell me when someone says "all clear"') is None
     heard = MemoryItem(2, "coarse", 40, 44, 'Speech heard 40.0-44.0 s: "The seventh gate is now open."',
                        similarity=0.99)
-    assert lexical('Notify me when a sign says "GATE 7 OPEN"', heard) == "no"
+    assert lexical('Notify me when a sign says "STAIR 7 OPEN"', heard) == "no"
 
 
 def test_the_sections_the_pixels_captioner_writes_are_the_ones_the_check_agent_reads():

@@ -4,7 +4,6 @@ by the first; `--list`, `--delete`, Ctrl-C and a stream name that does not exist
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lucy.synth import PALETTE, Overlay, Scene, write_video
+from lucy.testing import child_env
 
 ENV = {"LUCY_INGEST__FRAME_WIDTH": "320", "LUCY_INGEST__FRAME_HEIGHT": "180",
        "LUCY_CAPTIONER__PIXELS__COARSE_MAX_FRAMES": "8", "LUCY_CAPTIONER__MAX_IN_FLIGHT": "2"}
@@ -21,7 +21,7 @@ QUESTION = "Tell me when the FIRE EXIT sign appears"  # shown from 75 to 95 s of
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_")}
+    env = child_env()
     env.update(ENV)
     return env
 

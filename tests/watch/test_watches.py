@@ -189,6 +189,30 @@ def test_a_speech_watch_fires_on_a_line_that_says_it_in_other_words(tmp_path):
     assert [(a.watch_id, a.start, a.end) for a in alerts] == [(lost.id, 40.0, 44.0)], alerts
 
 
+def test_a_span_captioned_before_the_one_ahead_of_it_is_checked_when_that_one_is(tmp_path):
+    """Captions run two at a time, so a later span can be stored (and announced) first: it waits for the span in
+    between and is checked with it, and the watch's progress reaches the end (what `lucy watch --until-finished`
+    waits for)."""
+    settings = settings_for(tmp_path / "data")
+    memory = SQLiteMemoryStore.for_data(settings)
+    watch = memory.add_watch("yard", SIGN)
+    checker = WatchChecker(settings, "yard", memory, LexicalReasoner(), None, open_frames(settings))
+    quiet = "Scenes:\n- {0}-{1} s: mostly gray background"
+    try:
+        memory.add_many([MemoryNode("yard", "coarse", 0, 60, quiet.format(0, 60))])
+        asyncio.run(checker.check_span(0.0, 60.0))
+        memory.add_many([MemoryNode("yard", "coarse", 120, 180, 'On-screen text:\n- "FIRE EXIT" (top left, '
+                                                                'seen 130.0-150.0 s)')])
+        assert asyncio.run(checker.check_span(120.0, 180.0)) == []  # waits: 60-120 is not stored yet
+        assert memory.watch_progress(watch.id) == 60.0
+        memory.add_many([MemoryNode("yard", "coarse", 60, 120, quiet.format(60, 120))])
+        alerts = asyncio.run(checker.check_span(60.0, 120.0))
+        assert memory.watch_progress(watch.id) == 180.0
+    finally:
+        memory.close()
+    assert [(a.watch_id, a.start, a.end) for a in alerts] == [(watch.id, 130.0, 150.0)], alerts
+
+
 class _DownEmbedder(Embedder):
     name, model, dim = "down", "down", 4
 
@@ -205,7 +229,9 @@ def test_a_failing_embedder_leaves_speech_to_words(tmp_path, caplog):
     watch = memory.add_watch("hall", "Is there an announcement about the shuttle?")
     memory.add_many([MemoryNode("hall", "coarse", 0, 60, "Scenes:\n- 0.0-60.0 s: mostly gray background"),
                      MemoryNode("hall", "speech", 0, 60, format_transcript([TranscriptLine(
-                         12.0, 15.0, "Attention, please. The shuttle to terminal B is now departing.")]))])
+                         12.0, 15.0, "Attention, please. The shuttle to terminal B is now departing."),
+                         # a line in other words, which only the embedder could compare
+                         TranscriptLine(30.0, 33.0, "Please keep your luggage with you at all times.")]))])
     memory.set_watch_progress(watch.id, 0.0)
     checker = WatchChecker(settings, "hall", memory, LexicalReasoner(), None, open_frames(settings),
                            embedder=_DownEmbedder())

@@ -69,8 +69,9 @@ class GuardedCaptioner(WrappingCaptioner):
                 f"captioner {self.name} unavailable ({self._failures} failures in a row; last: {self._last_error}); "
                 f"next try in {wait:.0f} s")
 
-    async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
-        """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""
+    async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: object) -> Caption:
+        """As the inner captioner's; ``heard`` (``transcript=``, ``observed=``) is passed on to one that
+        :attr:`hears` (:attr:`sees`)."""
         self._refuse_if_open()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._max_in_flight)

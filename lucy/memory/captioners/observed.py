@@ -28,8 +28,9 @@ class ObservedCaptioner(WrappingCaptioner):
         for observer in self.observers:
             observer.on_caption_call(call)
 
-    async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: str) -> Caption:
-        """As the inner captioner's; ``heard`` (``transcript=``) is passed on to one that :attr:`hears`."""
+    async def describe(self, clip: Clip, instruction: str, *, level: Level, **heard: object) -> Caption:
+        """As the inner captioner's; ``heard`` (``transcript=``, ``observed=``) is passed on to one that
+        :attr:`hears` (:attr:`sees`)."""
         began = time.monotonic()
         try:
             caption = await self.inner.describe(clip, instruction, level=level, **heard)

@@ -185,7 +185,7 @@ class LucyServer:
         r.raise_for_status()
         return r.json()
 
-    def wait_captioned(self, name: str, timeout: float = 180.0) -> dict[str, Any]:
+    def wait_captioned(self, name: str, timeout: float = 300.0) -> dict[str, Any]:
         """Wait until a file stream is ingested to its end and all of it is captioned."""
         def done() -> dict[str, Any] | None:
             s = self.stream(name)

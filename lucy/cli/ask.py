@@ -1,4 +1,5 @@
-"""``lucy ask``: answer one question about what a stream has shown so far, printing the trace as it goes."""
+"""``lucy ask``: answer one question about what a stream has shown so far (or every stream, or some: answered across
+them), printing the trace as it goes."""
 
 from __future__ import annotations
 
@@ -14,19 +15,22 @@ from lucy.cli.common import (
     ConfigOption,
     DataOption,
     PresetOption,
-    StreamOption,
     VerboseOption,
+    ingest_hint,
     load,
     require_stream,
 )
 from lucy.config import CaptionerBackend, LucySettings, ReasonerBackend
+from lucy.errors import LucyError
 
 if TYPE_CHECKING:
     from lucy.query.trace import QueryResult
 
 
 def ask(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question.", show_default=False)],
-        stream: StreamOption,
+        stream: Annotated[str | None, typer.Option(
+            "--stream", metavar="NAME[,NAME...]", show_default=False,
+            help="Ask about this stream, or across these (default: across every stream).")] = None,
         option: Annotated[list[str] | None, typer.Option(
             metavar="TEXT", show_default=False, help="A multiple-choice option (repeat for each).")] = None,
         as_json: Annotated[bool, typer.Option(
@@ -39,13 +43,32 @@ def ask(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The qu
             help="Backend that captions deeper memory (default: captioner.backend).")] = None,
         data: DataOption = None, config: ConfigOption = None, preset: PresetOption = None,
         verbose: VerboseOption = 0) -> int:
-    """Answer a question about what a stream has shown so far."""
+    """Answer a question about what a stream has shown so far; without --stream (or with --stream a,b), across every
+    stream (or those), naming the stream of each answer."""
     settings = load(data, config, preset, verbose, **{"reasoner.backend": reasoner, "captioner.backend": captioner})
-    require_stream(settings, stream)
-    return ask_command(settings, stream, question, option or (), as_json=as_json)
+    streams = _streams_to_ask(settings, stream)
+    return ask_command(settings, streams[0] if len(streams) == 1 else streams, question, option or (),
+                       as_json=as_json)
 
 
-async def _ask(settings: LucySettings, stream: str, question: str, options: Sequence[str], as_json: bool,
+def _streams_to_ask(settings: LucySettings, stream: str | None) -> list[str]:
+    """The streams ``--stream`` names (``a,b``: several), each checked, or every stream of the data directory that
+    has frames (as ``lucy search`` without ``--stream``)."""
+    from lucy.wiring import open_frames
+
+    if stream is None:
+        names = sorted(open_frames(settings).names())
+        if not names:
+            raise LucyError(f"{settings.data} holds no stream yet: {ingest_hint('NAME')} makes one")
+        return names
+    names = [name.strip() for name in stream.split(",") if name.strip()]
+    if not names:
+        raise LucyError("--stream names no stream: give one, several as a,b, or leave it out to ask them all")
+    return [require_stream(settings, name) for name in dict.fromkeys(names)]
+
+
+async def _ask(settings: LucySettings, stream: str | Sequence[str], question: str, options: Sequence[str],
+               as_json: bool,
                out: TextIO) -> QueryResult:
     from lucy.wiring.engine import open_engine  # the engine and its backends: only once a question is asked
 
@@ -58,15 +81,17 @@ async def _ask(settings: LucySettings, stream: str, question: str, options: Sequ
         return run.result
 
 
-def ask_command(settings: LucySettings, stream: str, question: str, options: Sequence[str] = (), *,
+def ask_command(settings: LucySettings, stream: str | Sequence[str], question: str, options: Sequence[str] = (), *,
                 as_json: bool = False, out: TextIO | None = None) -> int:
-    """Run one question; print the trace and the answer (or one JSON object). Returns the exit code."""
+    """Run one question (about ``stream``, or across several); print the trace and the answer (or one JSON object).
+    Returns the exit code."""
     from lucy.ingest.frames import check_stream_name
     from lucy.query.console import answer_lines
     from lucy.untrusted import normalise_question
 
     out = out or sys.stdout
-    check_stream_name(stream)
+    for name in [stream] if isinstance(stream, str) else stream:
+        check_stream_name(name)
     question, options = normalise_question(question, options)  # InputError: empty, or duplicate options
     result = asyncio.run(_ask(settings, stream, question, options, as_json, out))
     if as_json:

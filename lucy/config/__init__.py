@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from lucy.config.names import (
+    ALL_STREAMS,
     CAPTIONER_BACKENDS,
     EMBEDDER_BACKENDS,
     FRAME_BACKENDS,
@@ -41,7 +42,7 @@ _LAZY = {"PRESETS": "lucy.config.presets", "LevelSpec": "lucy.config.presets", "
          "load_settings": "lucy.config.settings"}
 
 __all__ = [
-    "CAPTIONER_BACKENDS", "EMBEDDER_BACKENDS", "FRAME_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP",
+    "ALL_STREAMS", "CAPTIONER_BACKENDS", "EMBEDDER_BACKENDS", "FRAME_BACKENDS", "FRAME_CODECS", "LEVEL_NAMES_HELP",
     "MEMORY_BACKENDS", "PRESETS", "REASONER_BACKENDS", "TRANSCRIBER_BACKENDS", "CaptionerBackend", "EmbedderBackend",
     "FrameBackend", "FrameCodec", "IngestSettings", "Level", "LevelSpec", "LucySettings", "MemoryBackend", "Preset",
     "ReasonerBackend", "TranscriberBackend", "check_level_name", "is_level_name", "load_settings", "summary_depth",

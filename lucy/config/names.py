@@ -65,6 +65,15 @@ def check_level_name(name: str) -> str:
     return name
 
 
+# ------------------------------------------------------------------------------------------------ streams
+
+ALL_STREAMS = "_all"
+"""What stands for every stream of the data directory where one stream's name is expected: the OpenAI chat API's
+model for questions across all streams, and the stream a question across streams is recorded under in the question
+history. Stream names start with a letter or a digit (lucy.ingest.frames.check_stream_name), so no stream can take
+this name (tests/query/test_across.py checks it)."""
+
+
 # ------------------------------------------------------------------------------------------------ backends
 
 CaptionerBackend = Literal["pixels", "openai", "vllm", "none"]

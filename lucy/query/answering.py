@@ -52,6 +52,9 @@ class Answerer:
             return Attempt(None, step)
         self.trace.charge(step, reasoned.usage)
         reply = reasoned.reply
+        lanes = self.packer.view.lanes
+        if lanes is not None and not lanes.single:  # across streams: its evidence in the question's view time
+            reply = reply.model_copy(update={"evidence": lanes.evidence_in_view(reply.evidence, shown)})
         if final:
             reply = reply.model_copy(update={"confident": False})
         step.detail = (f"{clip_words(reply.answer, 120)!r} confident={reply.confident} "

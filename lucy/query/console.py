@@ -9,11 +9,12 @@ from lucy.text import counted
 def answer_lines(result: QueryResult) -> list[str]:
     """The answer block printed after the trace."""
     chosen = f" (option {result.option_index})" if result.option_index is not None else ""
-    lines = [f"answer: {result.answer or '(none)'}{chosen}",
+    lines = [f"asked across: {', '.join(result.streams)}"] if result.streams else []
+    lines += [f"answer: {result.answer or '(none)'}{chosen}",
              f"confident: {'yes' if result.confident else 'no'}"]
     for e in result.evidence:
         wall = f" ({e.wall_start} to {e.wall_end})" if e.wall_start else ""
-        lines.append(f"evidence: {e.start:g}-{e.end:g} s{wall}")
+        lines.append(f"evidence: {e.stream + ' ' if e.stream else ''}{e.start:g}-{e.end:g} s{wall}")
     if result.reason:
         lines.append(f"reason: {result.reason}")
     costs = [counted(result.iterations, "round"), counted(result.llm_calls, "llm call"),

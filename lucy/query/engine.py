@@ -26,6 +26,12 @@ For a question that arrives when the stream's frame store holds media up to ``ho
 5. An open question's answer that is a memory line becomes the sentence of the question's kind ("Gate 12 (the text
    ... was seen ...)"), with the line kept in the reason.
 
+A question across streams (several frame stores) is the same loop over one candidate pool: each stream's memory
+lies in a lane of the question's timeline (:mod:`lucy.query.lanes`), coarse memory of all of them is ranked and
+selected together, a round searches the best span whichever stream it is on, and the operators answer per stream,
+combined by kind (:mod:`lucy.query.operators.across`). Every trace step with a span, every evidence span and the
+answer name the stream.
+
 Every node a question makes is stored with origin ``question:<id>`` and parent links. A later question starts
 from all nodes inside its horizon and reuses deeper nodes instead of captioning a span again, so the same
 question asked twice needs no new captions. No prompt exceeds the context budget: memory is packed into it
@@ -48,7 +54,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lucy.config import Level, LucySettings, Preset
+from lucy.config import ALL_STREAMS, LucySettings, Preset
 from lucy.errors import LucyError
 from lucy.ingest.frames import FrameStore, StreamInfo
 from lucy.memory.captioners.base import Captioner
@@ -59,9 +65,11 @@ from lucy.query.answering import Answerer, Attempt
 from lucy.query.briefing import question_brief
 from lucy.query.captioning import SpanCaptioner
 from lucy.query.kinds import Kind, asks_first, parse
+from lucy.query.lanes import Lanes
 from lucy.query.localisation import Localiser
-from lucy.query.memory_view import MemoryView, coarse_grid
+from lucy.query.memory_view import MemoryView
 from lucy.query.operators import OperatorAnswer, answer_question, restate
+from lucy.query.operators.across import StreamAnswer, combine, per_stream
 from lucy.query.packing import PromptPacker
 from lucy.query.reasoners.base import AnswerReply, EvidenceSpan, Question, Reasoner
 from lucy.query.result import done_step, make_result
@@ -70,7 +78,7 @@ from lucy.query.semantic import QuestionSimilarity
 from lucy.query.summaries import SummaryLevels
 from lucy.query.tail import caption_tail
 from lucy.query.trace import QueryResult, TraceRecorder, TraceStep
-from lucy.text import clip_words
+from lucy.text import clip_words, hms
 
 if TYPE_CHECKING:
     from lucy.memory.retrieval import MemoryIndex
@@ -112,13 +120,18 @@ class QueryConfig:
 
 
 class QueryEngine:
-    """Answers questions about one stream. Knows only the four boundaries (frame store, memory store,
-    captioner, reasoner); backends are chosen by the caller. Several questions may run at once."""
+    """Answers questions about one stream, or across several (``frames``: a sequence of their frame stores). Knows
+    only the four boundaries (frame store, memory store, captioner, reasoner); backends are chosen by the caller.
+    Several questions may run at once."""
 
-    def __init__(self, *, frames: FrameStore, memory: MemoryStore, reasoner: Reasoner, captioner: Captioner | None,
-                 preset: Preset, config: QueryConfig | None = None, coarse_instruction: str = "",
-                 index: MemoryIndex | None = None, detector_labels: frozenset[str] | None = None) -> None:
-        self.frames = frames
+    def __init__(self, *, frames: FrameStore | Sequence[FrameStore], memory: MemoryStore, reasoner: Reasoner,
+                 captioner: Captioner | None, preset: Preset, config: QueryConfig | None = None,
+                 coarse_instruction: str = "", index: MemoryIndex | None = None,
+                 detector_labels: frozenset[str] | None = None) -> None:
+        self.streams: tuple[FrameStore, ...] = (frames,) if isinstance(frames, FrameStore) else tuple(frames)
+        if not self.streams:
+            raise LucyError("a question needs at least one stream")
+        self.frames = self.streams[0]
         self.memory = memory
         self.reasoner = reasoner
         self.captioner = captioner
@@ -129,7 +142,8 @@ class QueryEngine:
         # What the stream's detector can name (None: not known, any COCO label): a count or presence question about
         # anything else is never answered from observations, where "none seen" would mean nothing.
         self.detector_labels = detector_labels
-        self.stream = frames.name
+        # The stream questions are recorded under: its name, or ALL_STREAMS for a question across several.
+        self.stream = self.frames.name if len(self.streams) == 1 else ALL_STREAMS
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     def _caption_slots(self) -> asyncio.Semaphore:
@@ -175,8 +189,9 @@ class _QuestionLoop:
     """One question, answered by Algorithm 1 of VideoLucy (:meth:`execute`). The parts that do each job are made
     once the question's horizon is fixed (:meth:`_open`)."""
 
-    info: StreamInfo  # the frame store when the question arrived
-    horizon: float  # media seconds the question is about: [0, horizon)
+    info: StreamInfo  # the (first) frame store when the question arrived
+    lanes: Lanes  # the streams it is about, on one timeline (one lane: one stream)
+    horizon: float  # view time the question is about: [0, horizon) (one stream's media time, for one stream)
     question_id: int
     view: MemoryView
     span_captioner: SpanCaptioner
@@ -195,6 +210,8 @@ class _QuestionLoop:
         if not self.text:
             raise LucyError("the question is empty")
         self.trace = trace or TraceRecorder()
+        # Steps are named (their stream and media time, across streams) before whoever waits on them is told.
+        self._told, self.trace.on_begin = self.trace.on_begin, self._begun
         self.result: QueryResult | None = None
         self.parsed = parse(self.text)  # its kind, subject and period (lucy.query.kinds)
         self.nodes: list[MemoryNode] = []  # memory inside the horizon when the question arrived (set by _open)
@@ -205,6 +222,24 @@ class _QuestionLoop:
 
     async def execute(self) -> AsyncIterator[TraceStep]:
         """Answer the question, yielding each step as it happens; ``result`` is set at the end."""
+        async for step in self._steps():
+            self._name(step)
+            yield step
+
+    def _begun(self, step: TraceStep) -> None:
+        self._name(step)
+        if self._told is not None:
+            self._told(step)
+
+    def _name(self, step: TraceStep) -> None:
+        """Across streams: a step's span from view time into its stream's media time, naming the stream (once)."""
+        lanes = getattr(self, "lanes", None)
+        if lanes is None or lanes.single or step.stream is not None or step.start is None or step.end is None:
+            return
+        lane, step.start, step.end = lanes.local(step.start, step.end)
+        step.stream = lane.stream
+
+    async def _steps(self) -> AsyncIterator[TraceStep]:
         await self._open()
         # 0. a count, presence or summary question that what the detector observed answers: no captions, no agents
         observed = await self._from_observations()
@@ -304,7 +339,7 @@ class _QuestionLoop:
             reply = self._reply(operator)
         yield await self._finish(reply, confident=False)
 
-    def _every_span(self) -> tuple[float, float] | None:
+    def _every_span(self) -> list[tuple[float, float]] | None:
         """The period whose every coarse span the loop must look at: a count of an object class the detector
         observed (one missed span misses some), or a "no" the operator gave without being sure of it (only all of
         the period can make sure). Without an operator's answer the selecting agent chooses as before."""
@@ -312,7 +347,9 @@ class _QuestionLoop:
         if operator is None:
             return None
         if parsed.kind is Kind.COUNT or (parsed.kind is Kind.PRESENCE and operator.value is False):
-            return parsed.period.bounds(self.horizon)
+            # The period of each stream (in view time): "in the last minute" is each stream's last minute.
+            return [(lane.offset + a, lane.offset + b) for lane in self.lanes.lanes
+                    for a, b in [parsed.period.bounds(lane.horizon)]]
         return None
 
     def _nodes_now(self) -> list[MemoryNode]:
@@ -340,10 +377,13 @@ class _QuestionLoop:
         # Coarse memory (and what earlier questions left inside the horizon) as it was when the question arrived,
         # or with what the rounds captioned since: its text sightings and transcript lines are what the text,
         # speech and time operators read.
-        found = await asyncio.to_thread(answer_question, parsed, engine.memory, engine.stream,
-                                        horizon=self.horizon, nodes=self.nodes if nodes is None else nodes,
-                                        grid=self.view.coarse_grid,
-                                        options=self.options, detector_labels=engine.detector_labels)
+        if self.lanes.single:
+            found = await asyncio.to_thread(answer_question, parsed, engine.memory, engine.stream,
+                                            horizon=self.horizon, nodes=self.nodes if nodes is None else nodes,
+                                            grid=self.view.coarse_grid,
+                                            options=self.options, detector_labels=engine.detector_labels)
+        else:
+            found = await asyncio.to_thread(self._across_streams, self.nodes if nodes is None else nodes)
         if found is None:
             return None
         previous, self.operator = self.operator, found
@@ -360,38 +400,60 @@ class _QuestionLoop:
                        f"(confidence {found.confidence:.2f}): {clip_words(found.answer, 80)!r}")
         return Attempt(self._reply(found), step)
 
+    def _across_streams(self, nodes: Sequence[MemoryNode]) -> OperatorAnswer | None:
+        """Across streams: each stream's operator answers from its own observations and ``nodes`` (view time), in its
+        media time; the answers are combined by the question's kind. Blocking."""
+        engine, lanes = self.engine, self.lanes
+        asked = per_stream(self.parsed)  # "which camera saw X first": when each saw X
+        by_stream: dict[str, list[MemoryNode]] = {lane.stream: [] for lane in lanes.lanes}
+        for node in nodes:
+            stored = lanes.to_store(node)
+            by_stream.setdefault(stored.stream, []).append(stored)
+        answers = [StreamAnswer(lane.stream, answer_question(asked, engine.memory, lane.stream, horizon=lane.horizon,
+                                                             nodes=by_stream[lane.stream], grid=list(lane.grid),
+                                                             detector_labels=engine.detector_labels),
+                                lane.offset, lane.info.wall_start) for lane in lanes.lanes]
+        return combine(self.parsed, answers, self.options)
+
     async def _open(self) -> None:
         """Fix the horizon (media stored when the question arrives), record the question, load its view of memory
-        and make the parts that work on it."""
+        and make the parts that work on it. Across streams, each stream's memory is laid in its lane."""
         engine, config = self.engine, self.config
-        info = await asyncio.to_thread(engine.frames.info)
-        # The builder's rule: frames, or for a stream of sound alone its audio (StreamInfo.covered_seconds).
-        horizon = info.covered_seconds if info.frames or info.audio else 0.0
-        if horizon <= 0:
-            raise LucyError(f"stream {engine.stream!r} has no frames or sound yet; ask again once ingest has "
-                            "stored some")
-        self.info, self.horizon = info, horizon
-        question = Question(self.text, self.options, horizon)
+        infos = await asyncio.gather(*(asyncio.to_thread(frames.info) for frames in engine.streams))
+        try:
+            lanes = Lanes.lay(list(zip(engine.streams, infos, strict=True)), engine.preset,
+                              fanout=config.summary_fanout)
+        except ValueError:
+            names = ", ".join(frames.name for frames in engine.streams)
+            raise LucyError(f"stream {engine.stream!r} has no frames or sound yet; ask again once ingest has stored "
+                            "some" if len(engine.streams) == 1 else
+                            f"none of the streams ({names}) has frames or sound yet; ask again once ingest has "
+                            "stored some") from None
+        horizon = lanes.horizon
+        self.info, self.lanes, self.horizon = lanes.lanes[0].info, lanes, horizon
+        seen = horizon if lanes.single else lanes.longest  # media seconds, what a prompt says was seen
+        streams = () if lanes.single else tuple((lane.stream, lane.horizon) for lane in lanes.lanes)
+        question = Question(self.text, self.options, seen, streams=streams)
         self.question_id = await asyncio.to_thread(engine.memory.add_question, engine.stream, self.text,
-                                                   list(self.options), horizon)
+                                                   list(self.options), seen)
         origin = question_origin(self.question_id)
-        nodes = await asyncio.to_thread(engine.memory.nodes, engine.stream, start=0.0, end=horizon)
+        nodes: list[MemoryNode] = []
+        for lane in lanes.lanes:
+            stored = await asyncio.to_thread(engine.memory.nodes, lane.stream, start=0.0, end=lane.horizon)
+            # What lies past the stream's horizon is not seen (the view's rule, per stream).
+            nodes += [lanes.to_view(node, lane) for node in stored if node.end <= lane.horizon + 1e-3]
         self.nodes = nodes
-        if engine.reasoner.reads_observations:  # its answer prompt shows the question's kind and what was observed
+        if engine.reasoner.reads_observations and lanes.single:  # its answer prompt shows the kind and observations
             brief = await asyncio.to_thread(question_brief, self.text, engine.memory, engine.stream, horizon=horizon,
                                             nodes=nodes, budget_tokens=self.budget)
             question = Question(self.text, self.options, horizon, brief)
-        # Finished as the coarse builder sees it: its last span reaches the media end.
-        finished = not info.live and (info.complete or info.lost is not None)
-        grid = coarse_grid(horizon, engine.preset.level(Level.COARSE).span_seconds, last_frame=info.last_time,
-                           finished=finished)
-        self.view = view = MemoryView.of_nodes(nodes, preset=engine.preset, horizon=horizon, grid=grid,
-                                               coarse_instruction=engine.coarse_instruction)
+        self.view = view = MemoryView.of_nodes(nodes, preset=engine.preset, horizon=horizon, grid=lanes.grid(),
+                                               coarse_instruction=engine.coarse_instruction, lanes=lanes)
         self.similarity = QuestionSimilarity(engine.index, view, question)
         packer = PromptPacker(view, question, self.budget)
         self.span_captioner = SpanCaptioner(view=view, frames=engine.frames, captioner=engine.captioner,
                                             memory=engine.memory, slots=engine._caption_slots(),
-                                            expired_before=info.expired_before, origin=origin)
+                                            expired_before=self.info.expired_before, origin=origin, lanes=lanes)
         self.summaries = SummaryLevels(view=view, reasoner=engine.reasoner, memory=engine.memory, stream=engine.stream,
                                        trace=self.trace, question=question, budget=self.budget,
                                        fanout=config.summary_fanout, max_chars=config.summary_max_chars,
@@ -412,10 +474,17 @@ class _QuestionLoop:
                 reply = reply.model_copy(update={
                     "answer": sentence, "reason": f"{reply.reason}; read from the memory line "
                                                   f"{clip_words(reply.answer, 200)!r}"})
+        lanes = self.lanes
         result = make_result(reply, confident=confident, question_id=self.question_id, stream=self.engine.stream,
-                             question=self.text, options=self.options, horizon=self.horizon,
+                             question=self.text, options=self.options,
+                             horizon=self.horizon if lanes.single else lanes.longest,
                              wall_start=self.info.wall_start, wall_seconds=time.perf_counter() - self._started,
-                             trace=self.trace)
+                             trace=self.trace, lanes=lanes)
+        if not lanes.single and result.answer and not any(name in result.answer for name in lanes.streams):
+            # The answer says which camera: where its evidence lies ("on front at 1:20-1:40").
+            where = [f"on {e.stream} at {hms(e.start)}–{hms(e.end)}" for e in result.evidence[:3]]
+            if where:
+                result.answer = f"{result.answer.rstrip()} ({'; '.join(where)})"
         self.result = result
         try:
             await asyncio.to_thread(self.engine.memory.set_answer, self.question_id, result.to_json())

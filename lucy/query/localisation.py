@@ -64,23 +64,24 @@ class Localiser:
     # --------------------------------------------------------------------------------------- sparse initialisation
 
     async def initialise(self, top_down: bool, evidence: Sequence[EvidenceSpan] = (), *,
-                         within: tuple[float, float] | None = None,
+                         within: Sequence[tuple[float, float]] | None = None,
                          earliest_first: bool = False) -> AsyncIterator[TraceStep]:
         """The ``init_spans`` most relevant coarse spans, each widened by its neighbours, become the current
         memory (all of them for a question about the whole video). ``top_down``: the choice starts from the
         coarsest summaries and goes down a level at a time. ``evidence``: where the answer from coarse memory
         found what it rests on; those coarse spans come first, as the place to look closer.
 
-        By the question's kind (:mod:`lucy.query.kinds`): ``within`` is a period every coarse span of which must
-        be looked at (a count, or a "no" that only the whole period can make sure of): those spans are the current
-        memory, with no selecting call. ``earliest_first`` ("when did X first ...") orders the candidates by
-        time, so ties and fallbacks look at the earliest first."""
+        By the question's kind (:mod:`lucy.query.kinds`): ``within`` is a period (one per stream, across streams)
+        every coarse span of which must be looked at (a count, or a "no" that only the whole period can make sure
+        of): those spans are the current memory, with no selecting call. ``earliest_first`` ("when did X first
+        ...") orders the candidates by time, so ties and fallbacks look at the earliest first."""
         view = self.view
-        if within is not None:
-            start, end = within
-            chosen = [k for k, (a, b) in enumerate(view.coarse_grid) if b > start and a < end + 1e-6]
+        if within:
+            chosen = [k for k, (a, b) in enumerate(view.coarse_grid)
+                      if any(b > start and a < end + 1e-6 for start, end in within)]
             if chosen:
-                yield self.trace.begin("select", detail=f"every coarse span of {start:g}-{end:g}s: "
+                periods = ", ".join(view.label("", start, end).strip() for start, end in within)
+                yield self.trace.begin("select", detail=f"every coarse span of {periods}: "
                                                         f"{len(chosen)} spans, by the question's kind")
                 self._evidence = list(evidence)
                 self._start_current_memory(chosen, earliest_first=earliest_first)
@@ -127,7 +128,7 @@ class Localiser:
             step.detail = "global question: all coarse spans kept"
             return step, picked, True
         picked = picked[:k]
-        step.detail = "chose " + ", ".join(f"{item.level} {item.start:g}-{item.end:g}s" for item in picked)
+        step.detail = "chose " + ", ".join(self.view.label(item.level, item.start, item.end) for item in picked)
         return step, picked, False
 
     def _one_level_down(self, picked: list[ViewItem]) -> list[ViewItem]:
@@ -153,7 +154,9 @@ class Localiser:
         spans: list[int] = []
         for k in chosen:
             for n in range(k - self.neighbours, k + self.neighbours + 1):
-                if 0 <= n < len(view.coarse_grid) and n not in spans:
+                # A neighbour on the timeline of another stream (across streams) is no neighbour.
+                if 0 <= n < len(view.coarse_grid) and n not in spans and \
+                        view.stream_at(view.coarse_grid[n][0]) == view.stream_at(view.coarse_grid[k][0]):
                     spans.append(n)
         # Order: the chosen spans first (best first), then their neighbours: ties in localisation keep it.
         order = list(chosen) + [n for n in spans if n not in chosen]

@@ -11,6 +11,10 @@ the rounds) and the spans already *searched*.
 
 A span is identified by its level and its times in whole milliseconds (:func:`span_key`), so that the same span
 reached by different arithmetic (a grid, a stored float, a sub-span loop) is one span.
+
+Times are the question's *view time* (:mod:`lucy.query.lanes`): a stream's own media time for a question about one
+stream; for a question across streams, each stream's media time shifted to its lane. Each item keeps its lane's
+stream and offset, and agents are shown it in its stream's media time (:meth:`ViewItem.as_memory_item`).
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ from dataclasses import dataclass
 from lucy.config import Level, Preset, summary_depth
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.transcribers import SPEECH_LEVEL, TranscriptLine, parse_transcript
+from lucy.query.lanes import Lanes
+from lucy.query.lanes import coarse_grid as coarse_grid  # where it was first; the view's grid is the lanes'
 from lucy.query.reasoners.base import MemoryItem
 
 TIME_TOLERANCE = 1e-3  # seconds: media times closer than this are the same time
 PLACEHOLDER_TEXT = "(not captioned yet)"
 HEARD_PREFIX = "Speech heard"
 MEMORY_LEVELS = frozenset(level.value for level in Level)
-# The coarse builder's tolerance when it decides whether a frame lies past a span boundary (see coarse_grid).
-_BUILDER_TOLERANCE = 1e-6
 
 SpanKey = tuple[str, int, int]
 
@@ -47,24 +51,6 @@ def memory_depth(level: str) -> int:
 def same_instruction(a: str, b: str) -> bool:
     """Whether two captioning instructions are the same, ignoring case and spacing."""
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
-
-
-def coarse_grid(horizon: float, span_seconds: float, *, last_frame: float | None,
-                finished: bool) -> list[tuple[float, float]]:
-    """The coarse spans ``[k*T_c, (k+1)*T_c)`` of a stream seen up to ``horizon``, the last one cut at it.
-
-    They must be the spans the coarse builder captions (:mod:`lucy.memory.builder`), or a question would find
-    no ingest caption for a span and caption it again on demand, every time. The builder has one exception to
-    the plain grid: when a finished stream's media end lies a sliver past a span boundary and no frame lies in
-    that sliver (the last frame's sampling interval overhangs the boundary), the sliver is not a span of its own
-    but the end of the last whole span, whose caption is stretched to the media end (e.g. 540-600.02 s). So it
-    is here. A live stream's sliver stays a span of its own: frames may still arrive in it.
-    """
-    count = max(1, math.ceil(horizon / span_seconds - 1e-9))
-    grid = [(k * span_seconds, min((k + 1) * span_seconds, horizon)) for k in range(count)]
-    if finished and count > 1 and last_frame is not None and last_frame < grid[-1][0] - _BUILDER_TOLERANCE:
-        grid[-2:] = [(grid[-2][0], horizon)]
-    return grid
 
 
 @dataclass
@@ -94,6 +80,8 @@ class ViewItem:
     plain: bool = True  # a span's question-independent caption (not one made with a question's instruction)
     heard: str = ""  # the transcript lines said within the span ("" when none)
     similarity: float | None = None  # to the question (:mod:`lucy.query.semantic`); None when unknown
+    stream: str = ""  # its stream, for a question across streams ("" for one stream: it is the only one)
+    offset: float = 0.0  # view time of its stream's media time 0 (:mod:`lucy.query.lanes`)
 
     @property
     def shown_text(self) -> str:
@@ -101,14 +89,16 @@ class ViewItem:
         return f"{self.text}\n{self.heard}" if self.heard else self.text
 
     def as_memory_item(self) -> MemoryItem:
-        """The item as prompts show it to an agent."""
-        return MemoryItem(self.ref, self.level, self.start, self.end, self.shown_text, self.instruction,
-                          self.similarity)
+        """The item as prompts show it to an agent: in its stream's media time, naming the stream when the question
+        is about several."""
+        return MemoryItem(self.ref, self.level, self.start - self.offset, self.end - self.offset, self.shown_text,
+                          self.instruction, self.similarity, stream=self.stream)
 
 
-def heard_text(lines: Sequence[TranscriptLine]) -> str:
-    """Transcript lines as an item shows them (one per line, with their times)."""
-    return "\n".join(f'{HEARD_PREFIX} {line.start:.1f}-{line.end:.1f} s: "{line.text}"' for line in lines)
+def heard_text(lines: Sequence[TranscriptLine], offset: float = 0.0) -> str:
+    """Transcript lines as an item shows them (one per line, with their media times: view time less ``offset``)."""
+    return "\n".join(f'{HEARD_PREFIX} {line.start - offset:.1f}-{line.end - offset:.1f} s: "{line.text}"'
+                     for line in lines)
 
 
 class MemoryView:
@@ -119,10 +109,12 @@ class MemoryView:
     """
 
     def __init__(self, *, preset: Preset, horizon: float, grid: list[tuple[float, float]],
-                 coarse_instruction: str) -> None:
+                 coarse_instruction: str, lanes: Lanes | None = None) -> None:
         self.preset = preset
         self.horizon = horizon
         self.coarse_grid = grid
+        self.lanes = lanes  # the streams of a question across several (None, or one lane: one stream)
+        self._lane_ranges = lanes.grid_ranges() if lanes is not None else [range(len(grid))]
         self.coarse_instruction = coarse_instruction  # nodes captioned with it are plain captions
         self.coarse_seconds = self.span_seconds(Level.COARSE.value)
         self.items: dict[int, ViewItem] = {}
@@ -135,9 +127,9 @@ class MemoryView:
 
     @classmethod
     def of_nodes(cls, nodes: Iterable[MemoryNode], *, preset: Preset, horizon: float,
-                 grid: list[tuple[float, float]], coarse_instruction: str) -> MemoryView:
-        """The view of the stored ``nodes`` that lie inside the horizon."""
-        view = cls(preset=preset, horizon=horizon, grid=grid, coarse_instruction=coarse_instruction)
+                 grid: list[tuple[float, float]], coarse_instruction: str, lanes: Lanes | None = None) -> MemoryView:
+        """The view of the stored ``nodes`` (in view time) that lie inside the horizon."""
+        view = cls(preset=preset, horizon=horizon, grid=grid, coarse_instruction=coarse_instruction, lanes=lanes)
         nodes = list(nodes)
         for node in nodes:
             if node.level == SPEECH_LEVEL and node.end <= horizon + TIME_TOLERANCE:
@@ -164,8 +156,13 @@ class MemoryView:
     def add(self, level: str, start: float, end: float, text: str, *, instruction: str = "",
             node: MemoryNode | None = None, plain: bool = True) -> ViewItem:
         """Put a memory in view under the next ref."""
-        heard = heard_text(self.heard_in(start, end)) if level in MEMORY_LEVELS else ""
-        item = ViewItem(self._next_ref, level, start, end, text, instruction, node, plain, heard)
+        stream, offset = "", 0.0
+        if self.lanes is not None and not self.lanes.single:
+            lane = self.lanes.at(start)
+            stream, offset = lane.stream, lane.offset
+        heard = heard_text(self.heard_in(start, end), offset) if level in MEMORY_LEVELS else ""
+        item = ViewItem(self._next_ref, level, start, end, text, instruction, node, plain, heard, stream=stream,
+                        offset=offset)
         self._next_ref += 1
         self.items[item.ref] = item
         self._refs_by_span.setdefault(span_key(level, start, end), []).append(item.ref)
@@ -194,8 +191,33 @@ class MemoryView:
         return self.preset.level(Level(level)).fps
 
     def coarse_index(self, start: float) -> int:
-        """The index in ``coarse_grid`` of the coarse span that starts at ``start``."""
-        return round(start / self.coarse_seconds)
+        """The index in ``coarse_grid`` of the coarse span that starts at ``start`` (nearest it; one past the last of
+        its stream's spans at most, so that a stream's media end is the end of a range of them)."""
+        if self.lanes is None or self.lanes.single:
+            return round(start / self.coarse_seconds)
+        lane = self.lanes.at(start)
+        indices = self._lane_ranges[self.lanes.lanes.index(lane)]
+        return min(indices.start + max(0, round((start - lane.offset) / self.coarse_seconds)), indices.stop)
+
+    def end_at(self, start: float) -> float:
+        """Where the media of the span starting at ``start`` ends: the horizon, or its lane's end."""
+        return self.horizon if self.lanes is None or self.lanes.single else self.lanes.at(start).end
+
+    def node_in_view(self, node: MemoryNode) -> MemoryNode:
+        """A node the store returned (in its stream's media time) in view time."""
+        return node if self.lanes is None else self.lanes.from_store(node)
+
+    def node_to_store(self, node: MemoryNode) -> MemoryNode:
+        """A node made in view time as its stream stores it."""
+        return node if self.lanes is None else self.lanes.to_store(node)
+
+    def stream_at(self, start: float) -> str | None:
+        """The stream of a question across several that a view time lies on (None for one stream)."""
+        return None if self.lanes is None or self.lanes.single else self.lanes.at(start).stream
+
+    def label(self, level: str, start: float, end: float) -> str:
+        """A span as a trace shows it: ``coarse 60-120s``, or ``coarse front 60-120s`` across streams."""
+        return f"{level} {start:g}-{end:g}s" if self.lanes is None else f"{level} {self.lanes.label(start, end)}"
 
     def coarse_item(self, k: int) -> ViewItem:
         """The item that stands for coarse span ``k``; a placeholder if it has no caption, so that the span can
@@ -233,7 +255,7 @@ class MemoryView:
         of a span (made under an earlier horizon) stands for this whole span."""
         t = self.span_seconds(level)
         k = math.floor(start / t + 1e-9)
-        return k * t, min((k + 1) * t, self.horizon)
+        return k * t, min((k + 1) * t, self.end_at(start))
 
     def parent_id(self, level: str, start: float, end: float) -> int | None:
         """Id of the stored plain node of the span one level up that encloses ``[start, end)`` (None at coarse)."""
@@ -242,9 +264,11 @@ class MemoryView:
         up = list(Level)[Level(level).depth - 1].value
         t = self.span_seconds(up)
         k = math.floor(start / t + 1e-9)
-        item = self.item_for_span(up, k * t, min((k + 1) * t, self.horizon))
-        if item is None and up == Level.COARSE.value and 0 <= k < len(self.coarse_items):
-            item = self.coarse_items[k]
+        item = self.item_for_span(up, k * t, min((k + 1) * t, self.end_at(start)))
+        if item is None and up == Level.COARSE.value:
+            index = self.coarse_index(k * t)
+            if index < len(self.coarse_items) and abs(self.coarse_grid[index][0] - k * t) < TIME_TOLERANCE:
+                item = self.coarse_items[index]
         return item.node.id if item is not None and item.node is not None else None
 
     def below_summaries(self) -> list[int]:

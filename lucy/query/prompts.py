@@ -57,7 +57,8 @@ def _t(seconds: float) -> str:
 
 
 def item_header(item: MemoryItem) -> str:
-    head = f"[{item.ref}] {item.level} {_t(item.start)}-{_t(item.end)}s"
+    where = f" on {item.stream}" if item.stream else ""
+    head = f"[{item.ref}] {item.level}{where} {_t(item.start)}-{_t(item.end)}s"
     if item.instruction:
         head += f" (looked for: {neutralise(clip_text(item.instruction, 160))})"
     return head
@@ -142,6 +143,11 @@ def question_block(question: Question) -> str:
     quote the video) come before it, as data in a ``<conversation>`` block."""
     own, earlier = split_follow_up(question.text)
     lines = [f"Video seen so far: 0-{_t(question.horizon)} s (media time)."]
+    if question.streams:
+        seen = ", ".join(f"{name} 0-{_t(seconds)} s" for name, seconds in question.streams)
+        lines = [f"Video seen so far, from {len(question.streams)} streams (cameras), each in its own media time: "
+                 f"{seen}. Each memory names its stream; name the stream of each evidence span, and say which "
+                 "stream (camera) an answer is about."]
     if earlier:
         lines += ["The question follows up this earlier conversation:", "<conversation>", neutralise(earlier),
                   "</conversation>"]

@@ -5,6 +5,9 @@ show them all to the selecting agent. Summary nodes then group ``query.summary_f
 (``summary1`` over coarse spans, ``summary2`` over ``summary1`` nodes, ...); they are made for the complete groups
 that lack one and stored, so later questions (and the same stream as it grows) reuse them. Selection then goes
 down from the coarsest summaries that cover the horizon.
+
+Across streams, the lanes of :mod:`lucy.query.lanes` are laid so that no group holds spans of two streams: each
+summary is of one stream, stored for it.
 """
 
 from __future__ import annotations
@@ -66,11 +69,12 @@ class SummaryLevels:
 
     def _coarse_children(self, start: float, end: float) -> list[ViewItem] | None:
         view, tc = self.view, self.view.coarse_seconds
-        first = round(start / tc)
+        first = view.coarse_index(start)
         count = round((end - start) / tc)
         out = []
-        for k in range(first, first + count):
-            if k >= len(view.coarse_items) or view.coarse_items[k] is None:
+        for i, k in enumerate(range(first, first + count)):
+            if k >= len(view.coarse_items) or view.coarse_items[k] is None or \
+                    abs(view.coarse_grid[k][0] - (start + i * tc)) > TIME_TOLERANCE:  # past the end, or a gap
                 return None
             item = view.coarse_items[k]
             assert item is not None
@@ -114,8 +118,8 @@ class SummaryLevels:
         node = MemoryNode(stream=self.stream, level=level, start=start, end=end,
                           text=clip_text(reasoned.reply.summary, max_chars), origin=self.origin,
                           model=self.reasoner.model)
-        node = await asyncio.to_thread(self.memory.add, node)
-        self.view.add_node(node)
+        node = await asyncio.to_thread(self.memory.add, self.view.node_to_store(node))
+        self.view.add_node(self.view.node_in_view(node))
         step.created_nodes = 1
         return step
 

@@ -14,10 +14,11 @@ from lucy.query.memory_view import TIME_TOLERANCE, MemoryView
 from lucy.query.trace import TraceRecorder, TraceStep
 
 
-def missing_tail(view: MemoryView) -> list[int]:
-    """Indices of the coarse spans after the last one captioned whole, newest first."""
+def missing_tail(view: MemoryView, indices: range | None = None) -> list[int]:
+    """Indices of the coarse spans after the last one captioned whole, newest first (``indices``: those of one
+    stream's spans in a question across streams; default: all of the grid)."""
     missing = []
-    for k in range(len(view.coarse_grid) - 1, -1, -1):
+    for k in reversed(indices if indices is not None else range(len(view.coarse_grid))):
         item = view.coarse_items[k]
         if item is not None and item.end >= view.coarse_grid[k][1] - TIME_TOLERANCE:
             break
@@ -30,9 +31,11 @@ async def caption_tail(view: MemoryView, captioner: SpanCaptioner, trace: TraceR
     """Caption the newest ``max_spans`` spans of the tail (oldest of them first) with the coarse instruction.
 
     Each caption is stored as the span's tail node (:data:`lucy.memory.nodes.TAIL_ORIGIN`: one per span, replaced
-    by the ingest caption once the builder gets there) and stands for its span in the view.
+    by the ingest caption once the builder gets there) and stands for its span in the view. Across streams, each
+    stream's tail is captioned so (up to ``max_spans`` each).
     """
-    for k in sorted(missing_tail(view)[:max_spans]):
+    lanes = view.lanes.grid_ranges() if view.lanes is not None else [range(len(view.coarse_grid))]
+    for k in sorted(k for indices in lanes for k in missing_tail(view, indices)[:max_spans]):
         start, end = view.coarse_grid[k]
         step = trace.begin("tail", level=Level.COARSE.value, start=start, end=end,
                            detail="not captioned by ingest yet; captioned on demand")

@@ -42,17 +42,23 @@ class TraceStep:
     reused_nodes: int = 0
     created_nodes: int = 0
     error: str | None = None
+    # The stream its span is on, for a question across streams (None: one stream, or a step of no one span, like
+    # an answer from the memory of all of them).
+    stream: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["latency_seconds"] = round(self.latency_seconds, 4)
+        if self.stream is None:
+            del out["stream"]
         return out
 
     def line(self) -> str:
         """One human-readable line (what ``lucy ask`` prints)."""
         where = ""
         if self.start is not None and self.end is not None:
-            where = f" {self.level or ''} {self.start:g}-{self.end:g}s".rstrip()
+            on = f" {self.stream}" if self.stream else ""
+            where = f" {self.level or ''}{on} {self.start:g}-{self.end:g}s".rstrip()
         cost = []
         if self.llm_calls:
             cost.append(counted(self.llm_calls, "llm call"))
@@ -170,9 +176,12 @@ class Evidence:
     end: float
     wall_start: str | None = None
     wall_end: str | None = None
+    stream: str | None = None  # the stream it is on, for a question across streams (None: the question's own)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"start": round(self.start, 3), "end": round(self.end, 3)}
+        if self.stream is not None:
+            out["stream"] = self.stream
         if self.wall_start is not None:
             out["wall_start"], out["wall_end"] = self.wall_start, self.wall_end
         return out
@@ -196,6 +205,9 @@ class QueryResult:
     wall_seconds: float
     trace: list[TraceStep] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # A question across streams: the streams it looked at (``stream`` is then lucy.config.ALL_STREAMS); empty for
+    # a question about one stream.
+    streams: list[str] = field(default_factory=list)
 
     @property
     def llm_calls(self) -> int:
@@ -216,6 +228,8 @@ class QueryResult:
     def to_json(self, *, trace: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"question_id": self.question_id, "stream": self.stream, "question": self.question,
                                "answer": self.answer}
+        if self.streams:
+            out["streams"] = list(self.streams)
         if self.options:
             out["options"] = list(self.options)
             out["option_index"] = self.option_index

@@ -5,7 +5,7 @@ backends for its lifetime, has :func:`build_engine` put them together."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from lucy.backends import Backends
@@ -20,9 +20,10 @@ from lucy.query.reasoners import Reasoner
 from lucy.wiring.stores import open_frames, open_memory
 
 
-def build_engine(settings: LucySettings, frames: FrameStore, memory: MemoryStore, *, reasoner: Reasoner,
-                 captioner: Captioner | None, index: MemoryIndex | None) -> QueryEngine:
-    """A :class:`QueryEngine` over one stream's frame store, with the query settings of ``settings``."""
+def build_engine(settings: LucySettings, frames: FrameStore | Sequence[FrameStore], memory: MemoryStore, *,
+                 reasoner: Reasoner, captioner: Captioner | None, index: MemoryIndex | None) -> QueryEngine:
+    """A :class:`QueryEngine` over one stream's frame store (or several: questions across those streams), with the
+    query settings of ``settings``."""
     return QueryEngine(frames=frames, memory=memory, reasoner=reasoner, captioner=captioner, preset=settings.levels,
                        config=QueryConfig.from_settings(settings),
                        coarse_instruction=settings.captioner.coarse_instruction, index=index,
@@ -30,10 +31,11 @@ def build_engine(settings: LucySettings, frames: FrameStore, memory: MemoryStore
 
 
 @asynccontextmanager
-async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStore | None = None,
+async def open_engine(settings: LucySettings, stream: str | Sequence[str], *, memory: MemoryStore | None = None,
                       backends: Backends | None = None, captioner: Captioner | None = None,
                       reasoner: Reasoner | None = None) -> AsyncIterator[QueryEngine]:
-    """A :class:`QueryEngine` over ``stream`` (read-only frame store, shared memory store).
+    """A :class:`QueryEngine` over ``stream`` (read-only frame store, shared memory store); over several streams
+    (a sequence of names), one that answers across them.
 
     The captioner and reasoner are ``captioner`` and ``reasoner`` if given, else those of ``backends`` (shared by
     every engine opened with it; pass one to ask several questions on one event loop). Without ``backends`` the
@@ -41,7 +43,8 @@ async def open_engine(settings: LucySettings, stream: str, *, memory: MemoryStor
     does ``memory``. Safe while another process ingests the same stream: the frame store is opened read-only and
     the memory store takes one short write transaction per node.
     """
-    frames = open_frames(settings).open(stream)
+    stores = open_frames(settings)
+    frames = stores.open(stream) if isinstance(stream, str) else [stores.open(name) for name in stream]
     own_memory, own_backends = memory is None, backends is None
     memory = open_memory(settings) if memory is None else memory
     backends = Backends() if backends is None else backends

@@ -109,6 +109,9 @@ class Question:
     options: tuple[str, ...] = ()
     horizon: float = 0.0
     brief: QuestionBrief | None = None
+    # A question across streams: each stream and the media seconds seen of it (each memory names its stream);
+    # empty for a question about one stream.
+    streams: tuple[tuple[str, float], ...] = ()
 
     @property
     def multiple_choice(self) -> bool:
@@ -129,6 +132,7 @@ class MemoryItem:
     # is off or the memory is a placeholder. Only comparable within one question.
     similarity: float | None = None
     note: str = ""  # what the engine knows of the span beyond its text ("searched: nothing found")
+    stream: str = ""  # the stream (camera) it is of, for a question across streams ("" for one stream)
 
 
 # The note of a candidate span that holds what the answer so far rests on (lucy.query.localisation): where looking
@@ -148,6 +152,8 @@ class EvidenceSpan(_Reply):
 
     start: float = Field(ge=0, description="Start of the supporting span, media seconds.")
     end: float = Field(ge=0, description="End of the supporting span, media seconds.")
+    stream: str | None = Field(None, description="The stream (camera) of the span, as the memory names it; "
+                                                 "leave it out when the memory names no stream.")
 
     @model_validator(mode="after")
     def _ordered(self) -> EvidenceSpan:

@@ -784,7 +784,7 @@ class LexicalReasoner(Reasoner):
         elif s1 < s.min_score:  # a guess: what it leans on is no evidence to look closer at
             reason = f"option {top} scores only {s1:.2f} against {s2:.2f} for the runner-up; guessing"
         else:
-            evidence = [EvidenceSpan(start=first.item.start, end=first.item.end)]
+            evidence = [EvidenceSpan(start=first.item.start, end=first.item.end, stream=first.item.stream or None)]
             reason = (f"option {top} scores {s1:.2f} against {s2:.2f} for the runner-up, from {first.item.level} "
                       f"memory at {first.item.start:g}-{first.item.end:g}s{' (exact match)' if first.exact else ''}")
             if not confident:
@@ -819,8 +819,9 @@ class LexicalReasoner(Reasoner):
         # holds what is asked (a count, a time, a reason). It is never confident; the engine's operators read the
         # value of the question's kind from memory and give confidence from that evidence (lucy.query.operators).
         return AnswerReply(
-            answer=f"At {item.start:g}-{item.end:g}s: {clip_text(line, 400)}", confident=False,
-            evidence=[EvidenceSpan(start=item.start, end=item.end)],
+            answer=f"{f'On {item.stream} at' if item.stream else 'At'} {item.start:g}-{item.end:g}s: "
+                   f"{clip_text(line, 400)}", confident=False,
+            evidence=[EvidenceSpan(start=item.start, end=item.end, stream=item.stream or None)],
             reason=f"an excerpt: the best-matching {item.level} memory (it holds {coverage:.0%} of the question's "
                    "words, which is no evidence that it answers)")
 

@@ -43,14 +43,19 @@ def ingest(source: Annotated[str, typer.Argument(metavar="SOURCE", show_default=
            stream: StreamOption,
            realtime: Annotated[bool, typer.Option("--realtime", help="Pace a file like a live stream.")] = False,
            as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
-           captioner: CaptionerOption = None, data: DataOption = None, config: ConfigOption = None,
+           captioner: CaptionerOption = None,
+           record: Annotated[bool | None, typer.Option(
+               "--record/--no-record", show_default=False,
+               help="Keep a live stream's original video as MP4 segments, for clips (default: recording.enabled).")]
+           = None,
+           data: DataOption = None, config: ConfigOption = None,
            preset: PresetOption = None, verbose: VerboseOption = 0) -> int:
     """Decode a file or live stream into the frame store and caption it into memory.
 
     A live stream runs until Ctrl-C (exit 130) or SIGTERM (exit 0); what was stored is kept either way.
     The next run on the same source and stream resumes after it.
     """
-    settings = load(data, config, preset, verbose, **{"captioner.backend": captioner})
+    settings = load(data, config, preset, verbose, **{"captioner.backend": captioner, "recording.enabled": record})
     if "://" in source:
         from lucy.ingest.source import split_source_url
 

@@ -674,6 +674,23 @@ class RetentionSettings(_Section):
         return self
 
 
+class RecordingSettings(_Section):
+    """Recordings (:mod:`lucy.ingest.recording`): each live stream's original video kept as MP4 segments, re-muxed
+    from the packets ingest demuxes (no re-encoding, sound kept), under ``<data>/recordings/<stream>/``; clips
+    (:mod:`lucy.ingest.clips`) are cut from them. A file needs no copy: its source file is its recording."""
+
+    enabled: bool = Field(False, description="Record live streams (a stream's own `recording` overrides it).")
+    segment_seconds: float = Field(
+        10.0, ge=1, le=600,
+        description="Length of a segment (cut at the first keyframe after it; a reconnect starts a new one).")
+    retention_days: float = Field(
+        7.0, ge=0, le=3660,
+        description="Segments older than this (days behind the stream's newest segment) are deleted (0: never); "
+                    "under disk pressure the oldest segments go first, before any frame (retention.min_free_bytes).")
+    max_clip_seconds: float = Field(
+        300.0, ge=1, le=3600, description="Longest clip GET /v1/streams/{name}/clip and `lucy clip` make.")
+
+
 class WatchSettings(_Section):
     """Standing questions (watches): each closed coarse span is checked against every watch of its stream by the
     process that ingests it."""
@@ -792,6 +809,7 @@ class LucySettings(BaseSettings):
     reasoner: ReasonerSettings = Field(default_factory=ReasonerSettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    recording: RecordingSettings = Field(default_factory=RecordingSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     watch: WatchSettings = Field(default_factory=WatchSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)

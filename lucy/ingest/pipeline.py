@@ -25,6 +25,7 @@ from lucy.errors import StoreError
 from lucy.ingest.detect import DetectStage
 from lucy.ingest.frames import AUDIO_RATE, FrameStore, FrameStores, Gap
 from lucy.ingest.lock import FileLock, Holder, stream_lock
+from lucy.ingest.recording import SegmentWriter, recordings_dir
 from lucy.ingest.sampler import Sampler, fit_size
 from lucy.ingest.source import AudioChunk, Frame, Source, open_source
 from lucy.metrics.progress import IngestProgress
@@ -175,6 +176,7 @@ class Ingestor:
         self.detect: DetectStage | None = None
         self._lock: FileLock | None = None  # the stream's writer lock, while :meth:`run` holds it
         self._told: dict[str, bool] | None = None  # what the lock's record says the writer is doing
+        self.recording: SegmentWriter | None = None  # a live source's recorder, with recording.enabled
 
     def stop(self) -> None:
         self._stopping.set()
@@ -198,6 +200,10 @@ class Ingestor:
                              allowed_roots=self.settings.service.allowed_source_roots)
         if self.store is not None and self.store.has_audio():
             source.resume_audio_after(self.store.audio_until())
+        if source.live and self.settings.recording.enabled:  # a file is its own recording
+            self.recording = SegmentWriter(recordings_dir(self.settings.data, self.stream),
+                                           self.settings.recording.segment_seconds, source.description)
+            source.record_to(self.recording)
         return source, fps
 
     def run(self) -> IngestResult:
@@ -258,6 +264,8 @@ class Ingestor:
             writer_done.set()
             source.stop()
             decoder.join(timeout=30)
+            if self.recording is not None:
+                self.recording.close()
             if self.detect is not None:
                 self._close_detect(None if source.live else stats.ingested_until, raise_error=written)
         if self.store is not None and not source.live:

@@ -21,6 +21,12 @@ Retention never destroys what it cannot save:
   the disk's size)`` (a 100 MB volume keeps 10 MB free, not 1 GiB: the default floor would otherwise delete all but
   each stream's newest frame), and the maintainer says so in the log, with the figures, when it starts.
 
+Recordings (:mod:`lucy.ingest.recording`) of the same streams join in: segments older than
+``recording.retention_days`` behind the stream's newest segment are deleted, and while the disk's free space is below
+the floor the oldest segments across streams (by wall-clock time) go first, before any frame: a recording is for
+watching, frames are what memory is made of. ``max_bytes`` counts frames only. The segment being written is never
+deleted.
+
 Memory text is never deleted, nor what the detect stage observed (tracks with their snapshots of a few tens of kB,
 per-frame counts): questions about a span whose frames are gone answer from memory and observations and say the
 frames have expired; only deleting the stream (``purge``) removes them. Bytes stored are counted cheaply
@@ -49,6 +55,7 @@ from typing import Protocol, TypeVar
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import FrameStore, FrameStores
+from lucy.ingest.recording import Segment, list_segments
 from lucy.metrics.stats import RetentionStats
 
 log = logging.getLogger(__name__)
@@ -146,6 +153,7 @@ class RetentionMaintainer:
                 store = self._store(name)
                 report.kept_from[name] = self._kept_from(name)
                 self._ages(name, store, report)
+                self._recording_ages(name, report)
                 report.stored[name] = self._room(store.stored_bytes)
                 stores[name] = store
             except (StoreError, OSError) as err:  # removed meanwhile, or a disk error: the next pass tries again
@@ -222,6 +230,40 @@ class RetentionMaintainer:
             self._advance(store, report, "thinned", min(info.last_time - rules.full_seconds, kept),
                           lambda: store.info().thinned_before, lambda t: store.thin_before(t, keep_fps))
 
+    def _recording_ages(self, name: str, report: RetentionPass) -> None:
+        """Delete the stream's segments that end ``recording.retention_days`` before its newest one ends."""
+        days = self.settings_for(name).recording.retention_days
+        segments = list_segments(self.data, name) if days > 0 else []
+        if len(segments) < 2:
+            return
+        limit = max(s.end or 0.0 for s in segments) - days * 86_400
+        for segment in segments[:-1]:
+            if self._stopping.is_set() or (segment.end or 0.0) > limit:
+                return
+            self._drop_segment(report, name, "recording_expired", segment)
+
+    def _drop_segment(self, report: RetentionPass, name: str, reason: str, segment: Segment) -> int:
+        """Delete one recorded segment; the bytes freed (0 if it was gone already)."""
+        try:
+            segment.path.unlink()
+        except FileNotFoundError:
+            return 0
+        report.freed[(name, reason)] = report.freed.get((name, reason), 0) + segment.size
+        return segment.size
+
+    def _oldest_segment(self, stores: dict[str, FrameStore]) -> tuple[str, Segment] | None:
+        """The closed segment recorded longest ago (wall-clock time) across the streams, with its stream."""
+        found: tuple[float, str, Segment] | None = None
+        for name, store in stores.items():
+            segments = list_segments(self.data, name)
+            if not segments:
+                continue
+            info = store.info()
+            base = info.wall_start if info.wall_start is not None else float(info.created or 0.0)
+            if found is None or base + segments[0].start < found[0]:
+                found = (base + segments[0].start, name, segments[0])
+        return None if found is None else (found[1], found[2])
+
     def _advance(self, store: FrameStore, report: RetentionPass, reason: str, target: float,
                  boundary: Callable[[], float], cut: Callable[[float], int]) -> None:
         """Move a retention boundary to ``target`` in steps of at most :data:`_STEP_FRAMES` frames (a stream
@@ -255,6 +297,9 @@ class RetentionMaintainer:
                 self._stuck_warned = False
                 return
             reason = "max_bytes" if over >= short else "min_free"
+            if reason == "min_free" and (recorded := self._oldest_segment(stores)) is not None:
+                self._drop_segment(report, recorded[0], "recording_min_free", recorded[1])  # recordings go first
+                continue
             oldest = self._oldest(stores, stuck, report.kept_from)
             if not oldest:
                 report.over_bound = True

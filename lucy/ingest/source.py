@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import av
@@ -243,6 +244,16 @@ def source_matches(held: str, spec: str) -> bool:
         return False  # a damaged source_id matches nothing
 
 
+class PacketSink(Protocol):
+    """What a live source tells a recorder of its packets (:class:`lucy.ingest.recording.SegmentWriter`): each
+    connection's input streams, its media clock (``media time = packet time + offset``), every packet once decoded."""
+
+    def connect(self, video: av.VideoStream | None, audio: av.AudioStream | None) -> None: ...
+    def anchor(self, offset: float) -> None: ...
+    def packet(self, packet: av.Packet) -> None: ...
+    def disconnect(self) -> None: ...
+
+
 class Source(ABC):
     """A video source. Iterate :meth:`frames`; call :meth:`stop` from another thread to end it early."""
 
@@ -260,6 +271,12 @@ class Source(ABC):
         self.reconnects = 0
         self.down = False  # a live source that dropped and is being reconnected now (read by the ingest's writer)
         self._audio_after: float | None = None
+        self.packet_sink: PacketSink | None = None  # a live source's recorder (see record_to)
+
+    def record_to(self, sink: PacketSink) -> None:
+        """Hand every demuxed packet, once decoded, to ``sink`` (a live source records; a file is its own
+        recording, so a file source ignores it)."""
+        self.packet_sink = sink
 
     def stop(self) -> None:
         self._stop.set()
@@ -291,9 +308,12 @@ class Source(ABC):
         self._sample_fps = sample_fps
 
     def _decode(self, container: av.container.InputContainer, stream: av.VideoStream | None,
-                audio: av.AudioStream | None = None) -> Iterator[av.VideoFrame | av.AudioFrame]:
+                audio: av.AudioStream | None = None, sink: PacketSink | None = None,
+                recorded_audio: av.AudioStream | None = None) -> Iterator[av.VideoFrame | av.AudioFrame]:
         """Decode packet by packet so that one corrupt packet costs one packet, not the stream. Pictures of
-        ``stream`` and sound of ``audio`` (either may be None), in the container's order."""
+        ``stream`` and sound of ``audio`` (either may be None), in the container's order. With ``sink``, every
+        packet goes to it once decoded, and so do those of ``recorded_audio`` (a sound track kept for the
+        recording alone, not decoded)."""
         fps = getattr(self, "_sample_fps", None)
         skipping = (stream is not None and fps is not None
                     and float(stream.average_rate or 0) >= _SKIP_RATE_FACTOR * fps)
@@ -302,7 +322,8 @@ class Source(ABC):
             stream.codec_context.skip_frame = "NONREF"
         previous: float | None = None  # time of the last frame yielded while skipping
         replay_after: float | None = None  # after a rewind: frames up to here were yielded already
-        for packet in container.demux(*(s for s in (stream, audio) if s is not None)):
+        wanted = {s.index: s for s in (stream, audio, recorded_audio if sink is not None else None) if s is not None}
+        for packet in container.demux(*wanted.values()):
             if self.stopped:
                 return
             if audio is not None and packet.stream.index == audio.index:
@@ -310,14 +331,20 @@ class Source(ABC):
                     yield from packet.decode()
                 except av.error.InvalidDataError:
                     self.decode_errors += 1
+                    continue
                 except av.error.FFmpegError as err:  # the sound cannot be decoded at all: go on with pictures
                     if stream is None:
                         raise
                     log.warning("%s: audio dropped (%s)", self.description, _ffmpeg_reason(err))
                     audio = None
                     self.has_audio = False
+                if sink is not None:
+                    sink.packet(packet)
                 continue
-            assert stream is not None
+            if stream is None or packet.stream.index != stream.index:  # sound for the recording alone
+                if sink is not None:
+                    sink.packet(packet)
+                continue
             try:
                 for frame in packet.decode():
                     ft = _frame_time(frame)
@@ -339,6 +366,9 @@ class Source(ABC):
                     yield frame
             except av.error.InvalidDataError:
                 self.decode_errors += 1
+                continue  # a damaged picture (often the half packet a dropped connection leaves) is not recorded
+            if sink is not None:
+                sink.packet(packet)
 
 
 class _MediaClock:
@@ -716,8 +746,14 @@ class LiveSource(Source):
             self.has_video, self.has_audio = stream is not None, audio is not None
             first = True
             sound = _Resampler()
+            sink, recorded_audio = self.packet_sink, audio
+            if sink is not None:
+                if recorded_audio is None and container.streams.audio:
+                    recorded_audio = container.streams.audio[0]  # kept in the recording even when not decoded
+                sink.connect(stream, recorded_audio)
+            told: float | None = None  # the media clock's offset as the sink knows it
             try:
-                for decoded in self._decode(container, stream, audio):
+                for decoded in self._decode(container, stream, audio, sink, recorded_audio):
                     ft = _frame_time(decoded)
                     if ft is None:
                         continue
@@ -726,6 +762,8 @@ class LiveSource(Source):
                         # about when we connected. Pictures and sound share the offset found here.
                         before = self._clock.last if stream is not None else self._audio_end
                         self._clock.anchor(ft, opened_at - self.wall_start)
+                        if sink is not None:
+                            sink.anchor(told := self._clock.offset)
                         if before is not None:
                             yield Gap(before, ft + self._clock.offset, reason)
                         first = False
@@ -735,6 +773,8 @@ class LiveSource(Source):
                             yield chunk
                         continue
                     t = self._clock(ft)
+                    if sink is not None and self._clock.offset != told:  # timestamps were reset
+                        sink.anchor(told := self._clock.offset)
                     if t is not None:
                         yield Frame(t, decoded)
                 tail = sound.flush()
@@ -745,6 +785,8 @@ class LiveSource(Source):
             except (av.error.FFmpegError, OSError) as err:
                 reason = f"stream dropped: {self._why(err)}"
             finally:
+                if sink is not None:
+                    sink.disconnect()  # before the input closes: packets held back refer to its streams
                 container.close()
             down_since = time.monotonic()
             if not self.stopped:

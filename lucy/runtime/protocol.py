@@ -115,8 +115,10 @@ class StreamRuntime(ABC):
 
     @abstractmethod
     def add(self, name: str, source: str, *, preset: str | None = None, captioner: str | None = None,
-            realtime: bool = False, retention: RetentionAges | None = None) -> StreamHandle:
-        """Register a stream and start it, or restart a stopped one with the same source."""
+            realtime: bool = False, retention: RetentionAges | None = None,
+            recording: bool | None = None) -> StreamHandle:
+        """Register a stream and start it, or restart a stopped one with the same source; ``recording``: keep its
+        original video (a live stream; None: ``recording.enabled``)."""
 
     @abstractmethod
     def remove(self, name: str, *, purge: bool = False) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class StreamSpec:
     # the stream's own retention ages (None: the server's retention.full_seconds / keep_seconds)
     retention_full_seconds: float | None = None
     retention_keep_seconds: float | None = None
+    recording: bool | None = None  # keep the stream's original video (None: the server's recording.enabled)
 
 
 class StreamRegistry:

@@ -55,8 +55,8 @@ SETTLE_SECONDS = 10.0  # for the worker of a run that has ended to close its sto
 _ENDED = frozenset({StreamState.FINISHED, StreamState.STOPPED, StreamState.FAILED})
 
 def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
-    """The server's settings with a stream's own preset, captioner and retention ages (validated: a stream's
-    keep_seconds below its full_seconds is refused with :class:`InvalidStream`)."""
+    """The server's settings with a stream's own preset, captioner, retention ages and recording (validated: a
+    stream's keep_seconds below its full_seconds is refused with :class:`InvalidStream`)."""
     captioner = settings.captioner.model_copy(update={"backend": spec.captioner})
     retention = settings.retention
     ages = {k: v for k, v in (("full_seconds", spec.retention_full_seconds),
@@ -67,7 +67,11 @@ def stream_settings(settings: LucySettings, spec: StreamSpec) -> LucySettings:
         except ValidationError as err:
             problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
             raise InvalidStream(f"stream {spec.name!r}: {problems}") from None
-    return settings.model_copy(update={"preset": spec.preset, "captioner": captioner, "retention": retention})
+    recording = settings.recording
+    if spec.recording is not None:
+        recording = recording.model_copy(update={"enabled": spec.recording})
+    return settings.model_copy(update={"preset": spec.preset, "captioner": captioner, "retention": retention,
+                                       "recording": recording})
 
 
 class ManagedStream:
@@ -471,7 +475,8 @@ class StreamManager(StreamRuntime):
         return str(resolved)
 
     def add(self, name: str, source: str, *, preset: str | None = None, captioner: str | None = None,
-            realtime: bool = False, retention: RetentionAges | None = None) -> ManagedStream:
+            realtime: bool = False, retention: RetentionAges | None = None,
+            recording: bool | None = None) -> ManagedStream:
         """Register a stream and start it, or restart a stopped one with the same source."""
         try:
             check_stream_name(name)
@@ -500,7 +505,8 @@ class StreamManager(StreamRuntime):
                 raise StreamConflict(str(err)) from None
             spec = StreamSpec(name=name, source=source, preset=preset, captioner=captioner, realtime=realtime,
                               retention_full_seconds=retention.full_seconds if retention else None,
-                              retention_keep_seconds=retention.keep_seconds if retention else None)
+                              retention_keep_seconds=retention.keep_seconds if retention else None,
+                              recording=recording)
             stream = self.stream_type(spec, self.settings, self.memory, self.bus, self.frames, self._worker_args())
             # The stream's question and caption figures carry over (metrics counters never go back).
             if existing is not None:
@@ -600,6 +606,9 @@ class StreamManager(StreamRuntime):
         try:
             with stream_lock(self.settings.data, name).acquire(wait_seconds=0.5):  # no writer starts meanwhile
                 self.frames.delete(name)
+                from lucy.ingest.recording import delete_recordings  # PyAV only when purging
+
+                delete_recordings(self.settings.data, name)
         except LockHeld as err:
             raise StreamConflict(f"{err} (its frames were not deleted)") from None
         self.memory.delete_stream(name)

@@ -42,6 +42,9 @@ class StreamCreate(_Body):
     realtime: bool = Field(False, description="Pace a file like a live stream.")
     retention: StreamRetention | None = Field(
         None, description="The stream's own frame retention ages (default: the server's).")
+    recording: bool | None = Field(
+        None, description="Keep a live stream's original video as MP4 segments, for clips (default: the server's "
+                          "recording.enabled; a file is its own recording).")
 
 
 class CaptionStatus(BaseModel):

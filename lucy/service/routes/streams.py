@@ -21,7 +21,8 @@ async def create_stream(body: StreamCreate, request: Request) -> dict[str, Any]:
     ages = body.retention  # the API's body type stays here: the runtime takes its own
     retention = RetentionAges(ages.full_seconds, ages.keep_seconds) if ages is not None else None
     stream = await asyncio.to_thread(svc.manager.add, body.name, body.source, preset=body.preset,
-                                     captioner=body.captioner, realtime=body.realtime, retention=retention)
+                                     captioner=body.captioner, realtime=body.realtime, retention=retention,
+                                     recording=body.recording)
     return await asyncio.to_thread(stream.status)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from lucy.cli import ask, config, evaluation, ingest, memory, objects, serve, streams, watch
+from lucy.cli import ask, clip, config, evaluation, ingest, memory, objects, serve, streams, watch
 from lucy.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, error_line, note
 from lucy.errors import LucyError
 
@@ -71,7 +71,7 @@ def _guarded(command: Callable[..., int | None]) -> Callable[..., None]:
 
 for name, function in (("ingest", ingest.ingest), ("memory", memory.memory), ("search", memory.search),
                        ("watch", watch.watch), ("streams", streams.streams), ("objects", objects.objects),
-                       ("ask", ask.ask),
+                       ("ask", ask.ask), ("clip", clip.clip),
                        ("eval", evaluation.evaluate), ("demo", serve.demo), ("serve", serve.serve)):
     app.command(name)(_guarded(function))
 config_app.command("show")(_guarded(config.show))

@@ -7,9 +7,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from lucy.service.routes import dashboard, docs, health, memory, objects, openai, questions, streams, watches
+from lucy.service.routes import (
+    clips,
+    dashboard,
+    docs,
+    health,
+    memory,
+    objects,
+    openai,
+    questions,
+    streams,
+    watches,
+)
 
-ROUTERS: tuple[APIRouter, ...] = (health.router, streams.router, memory.router, objects.router, questions.router,
-                                  watches.router, openai.router, dashboard.router, docs.router)
+ROUTERS: tuple[APIRouter, ...] = (health.router, streams.router, clips.router, memory.router, objects.router,
+                                  questions.router, watches.router, openai.router, dashboard.router, docs.router)
 
 __all__ = ["ROUTERS", "dashboard", "docs"]

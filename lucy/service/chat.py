@@ -1,5 +1,6 @@
 """What ``POST /v1/chat/completions`` answers (its route is in :mod:`lucy.service.routes.openai`), OpenAI-compatible:
-``model`` names a stream, the conversation's last user message is what is asked.
+``model`` names a stream (or :data:`lucy.config.ALL_STREAMS`, ``_all``: every stream, answered across them), the
+conversation's last user message is what is asked.
 
 What that message is decides the work (:mod:`lucy.service.conversation`): a question about the video goes to the
 query engine, with the earlier turns it leans on; a chat front-end's own task (a title, tags, follow-up suggestions)
@@ -24,7 +25,7 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
-from lucy.config import Level
+from lucy.config import ALL_STREAMS, Level
 from lucy.errors import InvalidStream, StreamNotFound
 from lucy.query.events import QuestionAnswer, QuestionStep, StepBegun, StepProgress
 from lucy.query.trace import progress_line
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 def answer_text(answer: dict[str, Any]) -> str:
     """The assistant message: the answer, its evidence in media time, and a note when it is not confident."""
     text = str(answer.get("answer", ""))
-    spans = [f"{e['start']:.1f}-{e['end']:.1f} s" for e in answer.get("evidence", [])]
+    spans = [f"{e['stream'] + ' ' if e.get('stream') else ''}{e['start']:.1f}-{e['end']:.1f} s"
+             for e in answer.get("evidence", [])]
     if spans:
         text += f"\n\nEvidence: {', '.join(spans)}."
     if not answer.get("confident", False):
@@ -121,8 +123,15 @@ def read_request(body: ChatRequest, max_chars: int) -> Reading:
 async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaitable[bool]]) -> Any:
     """Answer a chat completion request (``svc``: the server's :class:`lucy.service.state.Service`): a
     ``chat.completion`` object, or a stream of ``chat.completion.chunk`` events when ``body.stream``."""
+    target: str | list[str] = body.model
     try:
-        await asyncio.to_thread(svc.manager.require, body.model)
+        if body.model == ALL_STREAMS:  # every stream: asked across them
+            target = sorted(await asyncio.to_thread(svc.manager.names))
+            if not target:
+                raise InvalidRequest(f"the model {ALL_STREAMS!r} asks every stream, and the data directory holds "
+                                     "none yet: add one (POST /v1/streams)", param="model")
+        else:
+            await asyncio.to_thread(svc.manager.require, body.model)
     except StreamNotFound:
         raise ModelNotFound(f"the model {body.model!r} does not exist: models are stream names (GET /v1/models)",
                             param="model") from None
@@ -134,7 +143,7 @@ async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaita
     asked = asked_text(body)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     if reading.kind is not Kind.QUESTION:
-        answer = await _without_engine(svc, body.model, reading)
+        answer = await _without_engine(svc, target, reading)
         log.info("chat about %s answered without the query engine: %s", body.model, reading.why)
         used = usage(answer, asked, answer["answer"])
         if body.stream:
@@ -146,10 +155,10 @@ async def complete(svc: Any, body: ChatRequest, client_gone: Callable[[], Awaita
         raise InvalidRequest(str(err), param="messages") from None
     if body.stream:
         progress = svc.settings.service.chat_progress
-        return sse.event_stream(_stream(svc, reply, reading, question, options, progress=progress, asked=asked,
-                                        include_usage=include_usage), ping)
+        return sse.event_stream(_stream(svc, reply, target, reading, question, options, progress=progress,
+                                        asked=asked, include_usage=include_usage), ping)
     # Errors from here on (busy, timed out...) answer through the app's handlers: JSON with Retry-After.
-    result = await svc.questions.ask(body.model, question, options, client_gone=client_gone)
+    result = await svc.questions.ask(target, question, options, client_gone=client_gone)
     answer = {**result.to_json(), "chat": _chat_note(reading)}
     content = answer_text(answer)
     return reply.completion(answer, content, usage(answer, asked, content))
@@ -167,9 +176,11 @@ def _chat_note(reading: Reading) -> dict[str, Any]:
     return note
 
 
-async def _without_engine(svc: Any, stream: str, reading: Reading) -> dict[str, Any]:
+async def _without_engine(svc: Any, target: str | list[str], reading: Reading) -> dict[str, Any]:
     """The answer object of a task or small talk: no question recorded, no caption, no reasoner call."""
-    glance = await asyncio.to_thread(_glance, svc, stream)
+    glance = await asyncio.to_thread(_glance, svc, target) if isinstance(target, str) else \
+        await asyncio.to_thread(_glance_all, svc, target)
+    stream = target if isinstance(target, str) else ALL_STREAMS
     if reading.kind is Kind.TASK:
         content = conversation.task_reply(reading, glance)
     else:
@@ -178,6 +189,15 @@ async def _without_engine(svc: Any, stream: str, reading: Reading) -> dict[str, 
             "evidence": [], "reason": reading.why, "iterations": 0, "llm_calls": 0, "caption_calls": 0,
             "prompt_tokens": 0, "completion_tokens": 0, "horizon": round(glance.captioned_seconds, 3),
             "wall_seconds": 0.0, "errors": [], "trace": [], "chat": _chat_note(reading)}
+
+
+def _glance_all(svc: Any, streams: list[str]) -> MemoryGlance:
+    """What the memory of several streams holds, together: the longest captioned, all coarse memories, the latest."""
+    glances = [_glance(svc, name) for name in streams]
+    latest = [g for g in glances if g.latest is not None]
+    newest = max(latest, key=lambda g: g.captioned_seconds, default=None)
+    return MemoryGlance(f"{len(streams)} streams", max((g.captioned_seconds for g in glances), default=0.0),
+                        sum(g.coarse_memories for g in glances), None if newest is None else newest.latest)
 
 
 def _glance(svc: Any, stream: str) -> MemoryGlance:
@@ -202,7 +222,8 @@ async def _stream_direct(reply: _Reply, answer: dict[str, Any], used: dict[str, 
     yield sse.event("[DONE]")
 
 
-async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, options: tuple[str, ...], *,
+async def _stream(svc: Any, reply: _Reply, target: str | list[str], reading: Reading, question: str,
+                  options: tuple[str, ...], *,
                   progress: str, asked: str, include_usage: bool) -> AsyncIterator[ServerSentEvent]:
     """The question's progress and answer as chunks: a line as each step begins, one for each caption of a round,
     and one when a step failed (as ``progress`` says: ``reasoning_content``, ``content`` or none). When the client
@@ -214,7 +235,7 @@ async def _stream(svc: Any, reply: _Reply, reading: Reading, question: str, opti
         yield reply.chunk({field: f"opening the memory of {reply.model} …\n"})
         shown = field == "content"
     try:
-        async for event in svc.questions.events(reply.model, question, options, progress=progress != "none"):
+        async for event in svc.questions.events(target, question, options, progress=progress != "none"):
             match event:
                 case StepBegun(step=step):
                     yield reply.chunk({field: progress_line(step.to_json()) + "\n"})

@@ -13,6 +13,9 @@ one stream and ``service.max_concurrent_questions`` in all run at once; the rest
 slot. A captioner that hangs or fails is paused after a few failures (:mod:`lucy.memory.captioners.guard`), so
 questions about its stream answer from memory at once, saying so, instead of waiting out timeouts.
 
+A question across streams (a list of names: ``POST /v1/questions``, the chat model ``_all``) takes one slot of its
+own kind (:data:`lucy.config.ALL_STREAMS`) and runs one engine over all of them (:mod:`lucy.query.lanes`).
+
 Trace steps are handed to the server's loop as they happen, for SSE, the OpenAI-compatible stream and MQTT, as
 typed events (:mod:`lucy.query.events`) that carry the engine's own step and result records.
 """
@@ -28,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from typing import TYPE_CHECKING, Any
 
 from lucy.backends import Backends
-from lucy.config import LucySettings
+from lucy.config import ALL_STREAMS, LucySettings
 from lucy.errors import InputError, LucyError, StoreError
 from lucy.memory.captioners.observed import ObservedCaptioner
 from lucy.memory.store import MemoryStore
@@ -157,27 +160,35 @@ class QuestionService:
                 min(s.max_questions_per_stream, s.max_concurrent_questions))
         return slot
 
-    async def events(self, stream: str, question: str, options: Sequence[str] = (), *,
+    async def events(self, stream: str | Sequence[str], question: str, options: Sequence[str] = (), *,
                      progress: bool = False) -> AsyncIterator[QuestionUpdate]:
         """Yield a :class:`QuestionStep` for each trace step as it happens, then a :class:`QuestionAnswer`. With
         ``progress``, also a :class:`StepBegun` as each step begins (what it is about to do: a step is yielded once
         done, and a caption round can take minutes) and a :class:`StepProgress` for headway inside one.
 
         Raises a :class:`ServiceError` (bad question, unknown stream, timeout) or the engine's error. Closing the
-        iterator early (or cancelling the task that iterates it) cancels the question.
+        iterator early (or cancelling the task that iterates it) cancels the question. ``stream``: a name, or a
+        list of names for a question across those streams (its slot, figures and settings are the server's own,
+        under :data:`lucy.config.ALL_STREAMS`).
         """
         text, opts = self.check(question, options)
-        await asyncio.to_thread(self.manager.require, stream)
+        names = [stream] if isinstance(stream, str) else list(dict.fromkeys(stream))
+        if not names:
+            raise Conflict("the data directory holds no stream yet: add one (POST /v1/streams) and ask again")
+        for name in names:
+            await asyncio.to_thread(self.manager.require, name)
+        across = not isinstance(stream, str)
+        key = ALL_STREAMS if across else names[0]
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.settings.service.max_concurrent_questions)
         timeout = self.settings.service.question_timeout_seconds
         deadline = time.monotonic() + timeout
-        stats = self.manager.question_stats(stream)
+        stats = self.manager.question_stats(key)
         stats.started()
         record: QuestionRecord | None = None
         began = time.monotonic()
         try:
-            async with _slot(self._stream_slot(stream), deadline, "questions about this stream"), \
+            async with _slot(self._stream_slot(key), deadline, "questions about this stream"), \
                     _slot(self._slots, deadline, "other questions"):
                 out: asyncio.Queue[QuestionEvent] = asyncio.Queue()
                 server_loop = asyncio.get_running_loop()
@@ -188,7 +199,8 @@ class QuestionService:
                     except RuntimeError:
                         pass  # the server's loop has closed (shutdown)
 
-                work = self.runner.submit(self._drive(emit, self.manager.settings_for(stream), stream, text, opts,
+                settings = self.settings if across else self.manager.settings_for(key)
+                work = self.runner.submit(self._drive(emit, settings, names if across else key, text, opts,
                                                       progress))
                 try:
                     while True:
@@ -215,7 +227,7 @@ class QuestionService:
         finally:
             stats.finished(record)
 
-    async def ask(self, stream: str, question: str, options: Sequence[str] = (), *,
+    async def ask(self, stream: str | Sequence[str], question: str, options: Sequence[str] = (), *,
                   client_gone: Callable[[], Awaitable[bool]] | None = None) -> QueryResult:
         """The answer (the trace is in it; its ``to_json()`` is the answer object of the API).
 
@@ -236,7 +248,7 @@ class QuestionService:
         await asyncio.gather(answering, return_exceptions=True)
         raise ClientGone("the client went away; the question was cancelled")
 
-    async def _answer(self, stream: str, question: str, options: Sequence[str]) -> QueryResult:
+    async def _answer(self, stream: str | Sequence[str], question: str, options: Sequence[str]) -> QueryResult:
         async for event in self.events(stream, question, options):
             if isinstance(event, QuestionAnswer):
                 return event.result
@@ -244,7 +256,7 @@ class QuestionService:
 
     # ------------------------------------------------------------------------------------ on the question loop
 
-    async def _drive(self, emit: Emit, settings: LucySettings, stream: str, question: str,
+    async def _drive(self, emit: Emit, settings: LucySettings, stream: str | list[str], question: str,
                      options: tuple[str, ...], progress: bool = False) -> None:
         # Told on the question loop, handed over like every event: they arrive in the order they happened.
         on_begin = (lambda step: emit(StepBegun.of(step))) if progress else None
@@ -263,24 +275,36 @@ class QuestionService:
             log.exception("question about %s failed", stream)
             emit(QuestionFailed(err))
 
-    async def _run_engine(self, settings: LucySettings, stream: str, question: str, options: tuple[str, ...],
+    async def _run_engine(self, settings: LucySettings, stream: str | list[str], question: str,
+                          options: tuple[str, ...],
                           on_begin: Callable[[TraceStep], None] | None = None,
                           on_progress: Callable[[TraceStep, str], None] | None = None,
                           ) -> AsyncIterator[QuestionStep | QuestionAnswer]:
         """The query engine's trace and answer as :class:`QuestionStep` ... :class:`QuestionAnswer`.
 
-        The shared captioner (for deeper captions) is metered into the stream's own caption figures.
+        The shared captioner (for deeper captions) is metered into the stream's own caption figures (across
+        streams, into those of :data:`lucy.config.ALL_STREAMS`). Across streams, one with no frames yet is left
+        out (the engine says so when none has any).
         """
         from lucy.wiring.engine import build_engine  # the query engine's modules load with the first question
 
-        try:
-            frames = await asyncio.to_thread(self.manager.frames.open, stream)
-        except StoreError:
-            raise Conflict(f"stream {stream!r} has no frames yet; ask again once ingest has stored some") from None
+        names = [stream] if isinstance(stream, str) else stream
+        stores = []
+        for name in names:
+            try:
+                stores.append(await asyncio.to_thread(self.manager.frames.open, name))
+            except StoreError:
+                if isinstance(stream, str):
+                    raise Conflict(f"stream {stream!r} has no frames yet; ask again once ingest has stored some") \
+                        from None
+        if not stores:
+            raise Conflict(f"none of the streams ({', '.join(names)}) has frames yet; ask again once ingest has "
+                           "stored some")
         backends = self.runner.backends
         shared = backends.captioner(settings)
-        stats: CaptionCallStats = self.manager.caption_stats(stream)
-        engine = build_engine(settings, frames, self.memory, reasoner=backends.reasoner(settings),
+        stats: CaptionCallStats = self.manager.caption_stats(stream if isinstance(stream, str) else ALL_STREAMS)
+        engine = build_engine(settings, stores[0] if isinstance(stream, str) else stores, self.memory,
+                              reasoner=backends.reasoner(settings),
                               captioner=None if shared is None else ObservedCaptioner(shared, stats),
                               index=backends.index(settings, self.memory))
         run = engine.run(question, options, on_begin=on_begin, on_progress=on_progress)

@@ -171,11 +171,19 @@ class QuestionIn(_Body):
                                description="Answer options of a multiple-choice question (empty: open question).")
 
 
+class QuestionsIn(QuestionIn):
+    """A question across streams: about everything every stream (or some) has ingested so far."""
+
+    streams: list[str] | None = Field(None, max_length=256, description="The streams to ask about (default: every "
+                                      "stream of the data directory).", examples=[["door", "yard"]])
+
+
 class EvidenceOut(BaseModel):
     start: float
     end: float
     wall_start: str | None = None
     wall_end: str | None = None
+    stream: str | None = Field(None, description="The stream the span is on (answers across streams).")
 
 
 class AnswerOut(BaseModel):

@@ -1,4 +1,5 @@
-"""OpenAI-compatible endpoints: streams listed as models, and chat completions that ask a stream."""
+"""OpenAI-compatible endpoints: streams listed as models (and, once there are two, ``_all``: every stream), and chat
+completions that ask a stream, or across every stream."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from lucy.config import ALL_STREAMS
 from lucy.service import chat
 from lucy.service.schemas import ChatRequest, ModelList
 from lucy.service.state import service
@@ -17,13 +19,17 @@ router = APIRouter(tags=["openai"])
 @router.get("/v1/models", response_model=ModelList, summary="Streams, as OpenAI models")
 async def models(request: Request) -> dict[str, Any]:
     rows = await asyncio.to_thread(service(request).manager.statuses)
-    return {"object": "list", "data": [
-        {"id": r["name"], "object": "model", "created": int(r["created"] or r["started_at"] or 0), "owned_by": "lucy"}
-        for r in rows]}
+    data = [{"id": r["name"], "object": "model", "created": int(r["created"] or r["started_at"] or 0),
+             "owned_by": "lucy"} for r in rows]
+    if len(rows) > 1:  # with one stream, that stream is all of them
+        data.append({"id": ALL_STREAMS, "object": "model", "owned_by": "lucy",
+                     "created": min(int(r["created"] or r["started_at"] or 0) for r in rows)})
+    return {"object": "list", "data": data}
 
 
-@router.post("/v1/chat/completions", summary="OpenAI-compatible chat; `model` names a stream",
-             description="The last user message is asked of the stream's memory (with the earlier turns a follow-up "
+@router.post("/v1/chat/completions", summary="OpenAI-compatible chat; `model` names a stream, or `_all`",
+             description="The last user message is asked of the stream's memory (`_all`: of every stream's, "
+                         "answered across them) (with the earlier turns a follow-up "
                          "leans on). A chat front-end's own tasks (title, tags, follow-up suggestions) and small talk "
                          "are answered at once, without captions. `stream: true` sends server-sent events: a line as "
                          "each step begins ('looking closer at 0:40–0:50 …') as `reasoning_content` (or as content, "

@@ -1,5 +1,5 @@
 """Questions: ask about everything a stream has ingested so far (an answer, or its trace as server-sent
-events), and the stream's recent questions."""
+events), or across every stream (or some), and the stream's recent questions."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from sse_starlette import ServerSentEvent
 
 from lucy.query.events import QuestionAnswer, QuestionStep
 from lucy.service import memory_pages, sse
-from lucy.service.errors import in_band_error
-from lucy.service.schemas import AnswerOut, QuestionIn
+from lucy.service.errors import Conflict, InvalidRequest, in_band_error
+from lucy.service.schemas import AnswerOut, QuestionIn, QuestionsIn
 from lucy.service.state import Service, service
 
 router = APIRouter(tags=["questions"])
@@ -36,6 +36,37 @@ async def ask(name: str, body: QuestionIn, request: Request) -> Any:
         return sse.event_stream(_sse_answer(svc, name, text, options), svc.settings.service.sse_ping_seconds)
     result = await svc.questions.ask(name, body.question, body.options, client_gone=request.is_disconnected)
     return result.to_json()
+
+
+@router.post("/v1/questions", response_model=AnswerOut, summary="Ask across every stream (or some)",
+             description="A question about everything every stream of the data directory has ingested so far "
+                         "(`streams`: only those), answered as one: coarse memory of all of them is searched "
+                         "together and the closer looks go wherever the best spans are. The same answer object and "
+                         "`text/event-stream` form as the per-stream route; `streams` lists the streams asked, and "
+                         "each evidence span and each trace step with a span names its `stream`.",
+             responses={200: {"content": {"application/json": {}, "text/event-stream": {}}}})
+async def ask_across(body: QuestionsIn, request: Request) -> Any:
+    svc = service(request)
+    names = await _streams_of(svc, body.streams)
+    if wants_sse(request):
+        text, options = svc.questions.check(body.question, body.options)
+        return sse.event_stream(_sse_answer(svc, names, text, options), svc.settings.service.sse_ping_seconds)
+    result = await svc.questions.ask(names, body.question, body.options, client_gone=request.is_disconnected)
+    return result.to_json()
+
+
+async def _streams_of(svc: Service, streams: list[str] | None) -> list[str]:
+    """The streams a question across streams is about, each checked (404 for an unknown one), or every stream of
+    the data directory (409 when there is none: nothing to ask about yet)."""
+    if streams is None:
+        names = await asyncio.to_thread(svc.manager.names)
+        if not names:
+            raise Conflict("the data directory holds no stream yet: add one (POST /v1/streams) and ask again")
+        return sorted(names)
+    wanted = list(dict.fromkeys(n.strip() for n in streams if n.strip()))
+    if not wanted:
+        raise InvalidRequest("streams names no stream: give their names, or leave it out to ask every stream")
+    return [await asyncio.to_thread(svc.manager.require, n) for n in wanted]
 
 
 @router.get("/v1/streams/{name}/questions", summary="Recent questions and their answers")
@@ -61,7 +92,7 @@ def _with_frame_urls(svc: Service, name: str, limit: int) -> list[dict[str, Any]
     return rows
 
 
-async def _sse_answer(svc: Service, name: str, question: str,
+async def _sse_answer(svc: Service, name: str | list[str], question: str,
                       options: tuple[str, ...]) -> AsyncIterator[ServerSentEvent]:
     try:
         async for event in svc.questions.events(name, question, options):
@@ -71,5 +102,5 @@ async def _sse_answer(svc: Service, name: str, question: str,
                 case QuestionAnswer(result=result):
                     yield sse.event(result.to_json(), "answer")
     except Exception as err:  # noqa: BLE001  (the stream has started: the error can only go in-band)
-        status, body = in_band_error(err, f"question about {name}")
+        status, body = in_band_error(err, f"question about {name if isinstance(name, str) else ', '.join(name)}")
         yield sse.event({**body, "status": status}, "error")

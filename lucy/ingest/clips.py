@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import quote
 
 from lucy.errors import InputError, StoreError, StreamNotFound
 from lucy.ingest.frames import FrameStore, FrameStores, check_stream_name
@@ -41,8 +42,9 @@ class ClipRangeError(InputError):
 
 
 def clip_url(stream: str, start: float, end: float) -> str:
-    """The API path of a stream's clip (what answers, alerts and the dashboard link to)."""
-    return f"/v1/streams/{stream}/clip?from={_seconds(start)}&to={_seconds(end)}"
+    """The API path of a stream's clip (what answers' evidence and alerts link to; GET it with the API token). A span
+    shorter than a second (an instant) is widened to one, so that the link always names a clip."""
+    return f"/v1/streams/{quote(stream, safe='')}/clip?from={_seconds(start)}&to={_seconds(max(end, start + 1.0))}"
 
 
 def _seconds(t: float) -> str:

@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 RECORDINGS_DIR = "recordings"
 PART_SUFFIX = ".part"
-_NAME = re.compile(r"^(\d+\.\d{3})-(\d+\.\d{3})\.mp4$")
-_PART_NAME = re.compile(r"^(\d+\.\d{3})\.mp4\.part$")
+_NAME = re.compile(r"^(-?\d+\.\d{3})-(-?\d+\.\d{3})\.mp4$")
+_PART_NAME = re.compile(r"^(-?\d+\.\d{3})\.mp4\.part$")
 # Sound codecs FFmpeg's MP4 muxer takes; any other track (G.711 of many cameras) is left out of the recording.
 MP4_AUDIO = frozenset({"aac", "mp3", "opus", "alac", "flac", "ac3", "eac3"})
 # fMP4: one fragment a second at most (and at each keyframe), so a killed writer loses at most about a second.

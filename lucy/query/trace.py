@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lucy.ingest.clips import clip_url
 from lucy.text import clip_words, counted, hms
 
 if TYPE_CHECKING:
@@ -178,12 +179,17 @@ class Evidence:
     wall_end: str | None = None
     stream: str | None = None  # the stream it is on, for a question across streams (None: the question's own)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, stream: str | None = None) -> dict[str, Any]:
+        """The span as answers show it, with ``clip_url``, the clip of it to watch (on ``stream``, the question's,
+        unless the span names its own)."""
         out: dict[str, Any] = {"start": round(self.start, 3), "end": round(self.end, 3)}
         if self.stream is not None:
             out["stream"] = self.stream
         if self.wall_start is not None:
             out["wall_start"], out["wall_end"] = self.wall_start, self.wall_end
+        on = self.stream or stream
+        if on is not None:
+            out["clip_url"] = clip_url(on, self.start, self.end)
         return out
 
 
@@ -234,7 +240,8 @@ class QueryResult:
             out["options"] = list(self.options)
             out["option_index"] = self.option_index
         out.update({
-            "confident": self.confident, "evidence": [e.to_json() for e in self.evidence], "reason": self.reason,
+            "confident": self.confident, "evidence": [e.to_json(self.stream) for e in self.evidence],
+            "reason": self.reason,
             "iterations": self.iterations, "llm_calls": self.llm_calls, "caption_calls": self.caption_calls,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "horizon": round(self.horizon, 3), "wall_seconds": round(self.wall_seconds, 3), "errors": self.errors,

@@ -184,6 +184,8 @@ class EvidenceOut(BaseModel):
     wall_start: str | None = None
     wall_end: str | None = None
     stream: str | None = Field(None, description="The stream the span is on (answers across streams).")
+    clip_url: str | None = Field(None, description="The clip of the span to watch (GET /v1/streams/{s}/clip, "
+                                 "with the API token).")
 
 
 class AnswerOut(BaseModel):

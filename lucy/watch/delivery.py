@@ -40,6 +40,7 @@ import httpx
 from lucy import __version__
 from lucy.config.settings import AlertSettings
 from lucy.errors import WebhookRefused
+from lucy.ingest.clips import clip_url
 from lucy.memory.store import MemoryStore
 from lucy.memory.watches import Alert, Watch
 from lucy.metrics.stats import DeliveryStats
@@ -52,9 +53,11 @@ WATCH_COUNT_EVERY_SECONDS = 5.0
 
 
 def alert_json(alert: Alert) -> dict[str, Any]:
-    """An alert as the API, SSE, MQTT and webhooks show it: its fields and ``frame_url``, the frames endpoint's
-    URL of the frame it was raised on (relative to the server; GET it with the API token)."""
-    return {**asdict(alert), "frame_url": f"/v1/streams/{quote(alert.stream)}/frames?t={alert.frame_time:.3f}"}
+    """An alert as the API, SSE, MQTT and webhooks show it: its fields, ``frame_url``, the frames endpoint's URL of
+    the frame it was raised on, and ``clip_url``, the clip of its evidence span (both relative to the server; GET
+    them with the API token)."""
+    return {**asdict(alert), "frame_url": f"/v1/streams/{quote(alert.stream)}/frames?t={alert.frame_time:.3f}",
+            "clip_url": clip_url(alert.stream, alert.start, alert.end)}
 
 
 def where(url: str) -> str:

@@ -123,6 +123,15 @@ def test_segments_add_up_join_without_gaps_and_keep_the_sound(tmp_path, video):
     assert total == pytest.approx(SECONDS, abs=1.5 / FPS)
 
 
+def test_a_segment_that_starts_just_before_media_time_0_is_listed(tmp_path, video):
+    # A live stream's first keyframe can come a frame before the first picture decoded (media time 0).
+    folder = recordings_dir(tmp_path, "cam")
+    record(video, folder, 10.0, offset=-0.033)
+    segments = _segments(folder)
+    assert [s.start for s in segments] == [-0.033, 9.967]  # each at its keyframe; the sound may run a little past
+    assert segments[0].end == pytest.approx(9.967, abs=0.03) and segments[1].end == pytest.approx(19.967, abs=0.03)
+
+
 def _segments(folder: Path) -> list:
     """The segments of a recording folder (``<data>/recordings/<stream>``)."""
     return list_segments(folder.parents[1], folder.name)

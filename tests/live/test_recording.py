@@ -20,10 +20,14 @@ from lucy.wiring import open_frames
 FPS = 15  # the RTSP server's test pattern, a keyframe every 15 frames
 
 
+def ffprobe(path) -> dict:
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of",
+                          "json", str(path)], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
 def ffprobe_seconds(path) -> float:
-    out = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "json", str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    return float(json.loads(out)["format"]["duration"])
+    return float(ffprobe(path)["format"]["duration"])
 
 
 def pictures(path) -> int:
@@ -32,7 +36,8 @@ def pictures(path) -> int:
         return sum(1 for _ in container.decode(video=0))
 
 
-def test_rtsp_stream_is_recorded_in_segments_across_a_reconnect(tmp_path, rtsp_server, live):
+def test_rtsp_stream_is_recorded_in_segments_across_a_reconnect(tmp_path, rtsp_server_factory, live):
+    rtsp_server = rtsp_server_factory(audio="tone")  # a camera with a microphone (AAC)
     settings = live.settings(tmp_path / "data").model_copy(
         update={"recording": RecordingSettings(enabled=True, segment_seconds=2.0)})
     ingestor = Ingestor(settings, rtsp_server.url(), "cam", frames=open_frames(settings))
@@ -59,7 +64,9 @@ def test_rtsp_stream_is_recorded_in_segments_across_a_reconnect(tmp_path, rtsp_s
     assert ingestor.recording is not None and ingestor.recording.stats.errors == 0
     for segment in segments:
         length = segment.end - segment.start
-        assert ffprobe_seconds(segment.path) == pytest.approx(length, abs=3.0 / FPS)
+        probed = ffprobe(segment.path)
+        assert float(probed["format"]["duration"]) == pytest.approx(length, abs=3.0 / FPS)
+        assert [s["codec_name"] for s in probed["streams"]] == ["h264", "aac"]  # the sound is kept
         assert pictures(segment.path) == pytest.approx(length * FPS, abs=2)
         assert length >= 2.0 - 1.0 / FPS or segment in (across[0][0], segments[-1])  # cut at segment_seconds
 

@@ -4,12 +4,14 @@ errors, and Chromium's ``<video>`` playing the clip (the dashboard tests' browse
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 import av
 import pytest
 from selenium import webdriver
 
+from lucy.ingest.recording import SegmentWriter, recordings_dir
 from tests.service.conftest import SHORT_SECONDS, LucyServer, wait_for
 from tests.service.test_dashboard import browser  # noqa: F401  (the module's headless Chromium)
 
@@ -89,3 +91,33 @@ def test_chromium_plays_a_clip_and_reports_its_duration(shared_server: LucyServe
     assert "error" not in state, state
     assert 5.8 <= state["duration"] <= 8.0 and state["width"] == 320
     assert state["time"] > 0.5 and not state["paused"]  # it plays
+
+
+def test_recorded_segments_are_listed_and_clips_are_cut_from_them(shared_server: LucyServer, clipcam: str,
+                                                                   videos: dict[str, Path]) -> None:
+    folder = recordings_dir(shared_server.data, clipcam)
+    writer = SegmentWriter(folder, 4.0, clipcam)  # the stream's file re-muxed as a recorder would (media time 0)
+    try:
+        with av.open(str(videos["short"])) as container:
+            video = container.streams.video[0]
+            writer.connect(video, None)
+            writer.anchor(0.0)
+            for packet in container.demux(video):
+                packet.decode()  # a source hands packets over once decoded
+                writer.packet(packet)
+        writer.close()
+        with shared_server.client() as c:
+            listed = c.get(f"/v1/streams/{clipcam}/recordings")
+            clip = c.get(f"/v1/streams/{clipcam}/clip", params={"from": 5, "to": 9})
+            unknown = c.get("/v1/streams/nosuch/recordings")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert listed.status_code == 200, listed.text
+    segments = listed.json()["segments"]
+    assert segments and segments[0]["start"] == 0.0 and not any(s["open"] for s in segments)
+    assert segments[-1]["end"] == pytest.approx(SHORT_SECONDS, abs=0.2)
+    assert all(a["end"] == pytest.approx(b["start"], abs=0.2) for a, b in zip(segments, segments[1:], strict=False))
+    assert clip.status_code == 200 and clip.headers["x-lucy-clip-origin"] == "recording"
+    start = float(clip.headers["x-lucy-clip-start"])
+    assert start <= 5.0 and _seconds(clip.content)[0] == pytest.approx(9.0 - start, abs=0.3)
+    assert unknown.status_code == 404 and "no stream 'nosuch'" in unknown.json()["detail"]

@@ -1,6 +1,7 @@
 """Clips: ``GET /v1/streams/{name}/clip?from=&to=``, a playable MP4 of a stream between two media times, made by
 :func:`lucy.ingest.clips.make_clip` (from the recording, the source file, or the stored frames) into a temporary
-file that is deleted once sent."""
+file that is deleted once sent; and ``GET /v1/streams/{name}/recordings``, the stream's recorded segments (what a
+timeline draws as recording coverage)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import asyncio
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
+from lucy.errors import StreamNotFound
 from lucy.ingest.clips import make_clip
+from lucy.ingest.recording import list_segments
 from lucy.service.state import service
 
 router = APIRouter(tags=["streams"])
@@ -47,3 +50,19 @@ async def get_clip(name: str, request: Request, start: FromQ, end: ToQ) -> FileR
                         headers={"X-Lucy-Clip-Origin": made.origin, "X-Lucy-Clip-Start": f"{made.start:.3f}",
                                  "X-Lucy-Clip-End": f"{made.end:.3f}", "Cache-Control": "no-store"},
                         background=BackgroundTask(path.unlink, missing_ok=True))
+
+
+@router.get("/v1/streams/{name}/recordings", summary="The stream's recorded segments, oldest first",
+            responses={404: {"description": "Unknown stream"}})
+async def get_recordings(name: str, request: Request) -> dict[str, Any]:
+    svc = service(request)
+
+    def listed() -> dict[str, Any]:
+        if not svc.frames.exists(name):
+            raise StreamNotFound(f"no stream {name!r} is stored here")
+        segments = list_segments(svc.settings.data, name, include_open=True)
+        return {"stream": name, "segments": [
+            {"start": round(s.start, 3), "end": None if s.end is None else round(s.end, 3), "bytes": s.size,
+             "open": s.open} for s in segments]}
+
+    return await asyncio.to_thread(listed)

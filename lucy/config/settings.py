@@ -478,6 +478,14 @@ class ServiceSettings(_Section):
                     "nothing else), or nothing but keep-alive pings.")
     history_points: int = Field(
         900, ge=10, le=100_000, description="Samples of stream figures kept for the dashboard's charts.")
+    live_fps: float = Field(
+        2.0, gt=0, le=30,
+        description="Pictures a second of a stream's live view (GET /v1/streams/{name}/live.mjpeg): its newest "
+                    "stored frame, encoded once however many watch. Frames are seen as ingest commits them "
+                    "(ingest.commit_every_seconds): the rate is at most one per commit.")
+    live_width: int = Field(640, ge=64, le=3840, description="The live view's pictures fit inside this width (px).")
+    live_max_viewers: int = Field(
+        8, ge=1, le=1024, description="Live views of one stream open at once; one more is refused (503).")
     worker_restart_initial_seconds: float = Field(
         1.0, gt=0, le=3600,
         description="Wait before restarting a stream worker that died without ending its run (killed by the OS, "

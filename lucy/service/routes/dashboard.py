@@ -16,11 +16,13 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import AppStatus
 
 from lucy.config import CAPTIONER_BACKENDS, PRESETS
 from lucy.service import sse
 from lucy.service.errors import NotFound
 from lucy.service.live_feed import DashboardFeed, LatestFrames, status_changes
+from lucy.service.live_view import MEDIA_TYPE, LiveResponse, LiveViews, live_parts
 from lucy.service.state import Service, service
 
 router = APIRouter(tags=["dashboard"])
@@ -54,6 +56,16 @@ def latest_frames(request: Request) -> LatestFrames:
     if getattr(state, "latest_frames", None) is None:
         state.latest_frames = LatestFrames()
     return state.latest_frames
+
+
+def live_views(request: Request) -> LiveViews:
+    """The app's live views (made on first use)."""
+    state = request.app.state
+    if getattr(state, "live_views", None) is None:
+        svc = service(request)
+        s = svc.settings.service
+        state.live_views = LiveViews(svc.reader, fps=s.live_fps, width=s.live_width, max_viewers=s.live_max_viewers)
+    return state.live_views
 
 
 def _node(node: dict[str, Any]) -> dict[str, Any]:
@@ -159,3 +171,22 @@ async def latest_frame(name: str, request: Request,
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
     return Response(jpeg, media_type="image/jpeg", headers=headers)
+
+
+@router.get("/v1/streams/{name}/live.mjpeg", response_class=Response,
+            summary="A stream's live view: its newest frames as MJPEG (multipart/x-mixed-replace)",
+            description="One JPEG part per new stored frame, at most `service.live_fps` a second, each with "
+                        "`X-Lucy-Frame-Time` (media seconds) and, for a live source, `X-Lucy-Frame-Wall` (the Unix "
+                        "time the frame was taken) in its part headers. The newest frame comes at once. Each frame is "
+                        "encoded once however many watch; at most `service.live_max_viewers` viewers per stream "
+                        "(one more gets 503). Shown by an `<img>`, VLC or ffplay.",
+            responses={200: {"content": {MEDIA_TYPE: {}}}, 404: {"description": "Unknown stream"},
+                       503: {"description": "The stream has its most live viewers"}})
+async def live_view(name: str, request: Request) -> Response:
+    svc = service(request)
+    await asyncio.to_thread(svc.manager.require, name)
+    views = live_views(request)
+    preview = views.join(name)
+    return LiveResponse(live_parts(preview, lambda: AppStatus.should_exit), lambda: views.leave(preview),
+                        headers={"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"})
+

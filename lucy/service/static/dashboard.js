@@ -271,6 +271,7 @@ function clearSelection() {
   drawSelected();
   $("#question-list").replaceChildren();
   resetObjects();
+  syncLive();
 }
 
 async function select(name) {
@@ -294,6 +295,7 @@ async function select(name) {
   loadQuestions();
   resetObjects();
   loadObjects();
+  syncLive();
   try {
     const [history, memory] = await Promise.all([
       getJSON(streamPath("/history")), getJSON(streamPath("/memory?latest=true&limit=" + NODES_SHOWN)), loadSpans(),
@@ -756,6 +758,163 @@ async function showFrame(t) {
   img.hidden = false;
 }
 
+// ------------------------------------------------------------------------------------------------ live view
+// The selected stream's live picture: its MJPEG stream (/v1/streams/{name}/live.mjpeg), read with fetch (it sends the
+// token, which an <img src> could not) and cut into its JPEG parts here. Open only while the panel is on screen and
+// the page is visible; a stream that is not recording shows its last frame once. Each part says the media time of
+// its frame and, for a live source, when it was taken: the note shows how far behind the glass it is.
+
+const LIVE_RETRY_MS = 5000;   // after a refused or broken live view, the next try waits this long
+const live = { controller: null, name: null, pictureOf: null, url: null, frames: 0, visible: true, retryAt: 0,
+               arrivals: [] };
+
+function liveNote(text) {
+  $("#live-note").textContent = text;
+}
+
+function stopLive() {
+  if (live.controller) live.controller.abort();
+  live.controller = null;
+  live.name = null;
+}
+
+// Open, keep or close the live view as the selection, the stream's state and the page's visibility say.
+function syncLive() {
+  const name = state.selected && !document.hidden && live.visible ? state.selected : null;
+  const link = $("#review-link");
+  link.hidden = !state.selected;
+  if (state.selected) link.href = "/review/" + encodeURIComponent(state.selected);
+  if (!name) {
+    if (live.name) { stopLive(); liveNote(state.selected ? "paused while hidden" : ""); }
+    if (!state.selected) {
+      live.pictureOf = null;
+      $("#live-picture").hidden = true;
+      $("#live-empty").hidden = false;
+    }
+    return;
+  }
+  if (name !== live.name) {
+    stopLive();
+    live.name = name;
+    live.frames = 0;
+    live.retryAt = 0;
+    if (live.pictureOf !== name) { $("#live-picture").hidden = true; $("#live-empty").hidden = false; }
+  }
+  const s = state.streams.get(name);
+  const done = live.frames > 0 && !(s && ACTIVE.has(s.state));  // it shows the last frame a stream will have
+  if (live.controller && done) {
+    live.controller.abort();
+    live.controller = null;
+    liveNote($("#live-note").textContent + " · " + s.state);
+  }
+  if (live.controller || done || Date.now() < live.retryAt) return;
+  openLive(name);
+}
+
+// The parts of a multipart/x-mixed-replace response: {headers, body} each (body: the part's bytes). Every part of
+// Lucy's stream has a Content-Length, which says where its bytes end.
+async function* multipartParts(res) {
+  const reader = res.body.getReader();
+  let buf = new Uint8Array(0);
+  const more = async () => {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    const joined = new Uint8Array(buf.length + value.length);
+    joined.set(buf);
+    joined.set(value, buf.length);
+    buf = joined;
+    return true;
+  };
+  const headEnd = () => {
+    for (let i = 0; i + 3 < buf.length; i++) {
+      if (buf[i] === 13 && buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10) return i;
+    }
+    return -1;
+  };
+  for (;;) {
+    let end;
+    while ((end = headEnd()) < 0) if (!(await more())) return;
+    const headers = {};
+    for (const line of new TextDecoder().decode(buf.subarray(0, end)).split("\r\n")) {
+      const colon = line.indexOf(":");
+      if (colon <= 0 || line.startsWith("--")) continue;  // the boundary line, or the blank line before it
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    const length = Number(headers["content-length"]);
+    if (!Number.isFinite(length)) throw new Error("a live part without Content-Length");
+    const start = end + 4;
+    while (buf.length < start + length) if (!(await more())) return;
+    yield { headers: headers, body: buf.slice(start, start + length) };
+    buf = buf.slice(start + length);
+  }
+}
+
+async function openLive(name) {
+  const controller = new AbortController();
+  live.controller = controller;
+  live.name = name;
+  live.frames = 0;
+  live.arrivals = [];
+  liveNote("connecting…");
+  try {
+    const res = await api(streamPath("/live.mjpeg", name), { signal: controller.signal });
+    if (!res.ok) {
+      const body = await res.json().catch(() => ({}));
+      live.retryAt = Date.now() + LIVE_RETRY_MS;
+      liveNote("no live view: " + errorMessage(body, res.status));
+      return;
+    }
+    liveNote("waiting for frames…");
+    for await (const part of multipartParts(res)) {
+      if (controller.signal.aborted) return;
+      showLive(part);
+      const s = state.streams.get(name);
+      if (s && !ACTIVE.has(s.state)) { syncLive(); break; }
+    }
+  } catch (err) {
+    if (controller.signal.aborted) return;
+    live.retryAt = Date.now() + LIVE_RETRY_MS;
+    liveNote("live view lost: " + (err.message || err));
+  } finally {
+    if (live.controller === controller) { controller.abort(); live.controller = null; }
+  }
+}
+
+function showLive(part) {
+  const now = Date.now();
+  const img = $("#live-picture");
+  const url = URL.createObjectURL(new Blob([part.body], { type: "image/jpeg" }));
+  const old = live.url;
+  img.onload = () => { if (old) URL.revokeObjectURL(old); };
+  img.src = url;
+  live.url = url;
+  img.hidden = false;
+  $("#live-empty").hidden = true;
+  live.pictureOf = live.name;
+  live.frames += 1;
+  live.arrivals.push(now);
+  if (live.arrivals.length > 10) live.arrivals.shift();
+  const t = Number(part.headers["x-lucy-frame-time"]);
+  const wall = Number(part.headers["x-lucy-frame-wall"]);
+  img.dataset.frames = String(live.frames);
+  img.dataset.frameTime = String(t);
+  const figures = ["frame at " + fmtTime(t)];
+  if (part.headers["x-lucy-frame-wall"] && Number.isFinite(wall)) {
+    const behind = Math.max(0, now / 1000 - wall);
+    img.dataset.latency = behind.toFixed(3);
+    figures.push(behind.toFixed(1) + " s behind");
+  }
+  const n = live.arrivals.length;
+  if (n >= 3) figures.push((1000 * (n - 1) / (live.arrivals[n - 1] - live.arrivals[0])).toFixed(1) + " fps");
+  liveNote(figures.join(" · "));
+}
+
+new IntersectionObserver((entries) => {
+  live.visible = entries.some((e) => e.isIntersecting);
+  syncLive();
+}).observe($("#live-panel"));
+document.addEventListener("visibilitychange", syncLive);
+
 // ------------------------------------------------------------------------------------------------ host
 
 function showHost(h) {
@@ -811,6 +970,7 @@ function onTick(data) {
     if (answered !== state.answered) { state.answered = answered; loadQuestions(); }
     refreshObjects();
   }
+  syncLive();
   if (data.ready !== undefined) setHealth(data.ready ? "live" : "starting", data.ready);
   state.ticks += 1;
   document.body.dataset.ticks = String(state.ticks);
@@ -854,7 +1014,7 @@ async function follow() {
 window.addEventListener("resize", () => { drawSelected(); drawHost(); });
 // Leaving the page closes the feed at once (a browser keeps only six connections to a server; the loop above
 // reconnects if the page is shown again from the back-forward cache).
-window.addEventListener("pagehide", () => { if (feed.controller) feed.controller.abort(); });
+window.addEventListener("pagehide", () => { if (feed.controller) feed.controller.abort(); stopLive(); });
 
 // ------------------------------------------------------------------------------------------------ the add form
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -58,13 +59,17 @@ def clip(stream: StreamOption,
     require_stream(settings, stream)
     from lucy.wiring import open_frames
 
-    part = output.with_name(f".{output.name}.part")
+    part = output.with_name(f".{output.name}.part")  # the clip appears whole, or not at all
     try:
+        part.touch()
         made = make_clip(open_frames(settings), settings.data, stream, t0, t1, part,
                          max_seconds=settings.recording.max_clip_seconds)
         os.replace(part, output)
+    except OSError as err:
+        raise LucyError(f"cannot write {output}: {err.strerror or err}") from None
     finally:
-        part.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            part.unlink(missing_ok=True)
     if as_json:
         print(json.dumps({"stream": stream, "file": str(output), "from": round(made.start, 3),
                           "to": round(made.end, 3), "origin": made.origin, "bytes": made.size}))

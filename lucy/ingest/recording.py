@@ -24,6 +24,7 @@ under disk pressure before any frame.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -238,6 +239,7 @@ class SegmentWriter:
         self._streams: dict[int, av.stream.Stream] = {}  # input stream index -> output stream
         self._last_dts: dict[int, int] = {}
         self._said_audio = False
+        self._failing = False  # segments cannot be started (said once in the log)
 
     # ------------------------------------------------------------------------------------ what the source says
 
@@ -343,6 +345,9 @@ class SegmentWriter:
             self._abandon(err)
             return
         self._last_dts[index] = dts
+        if self._failing:
+            log.info("recording %s: recording again", self.description)
+            self._failing = False
         self._end = max(self._end, t + length)
         self.stats.packets += 1
         self.stats.bytes += size
@@ -362,9 +367,9 @@ class SegmentWriter:
                 if source is not None:
                     streams[source.index] = out.add_stream_from_template(source)
         except (av.error.FFmpegError, OSError, ValueError) as err:
-            self.stats.errors += 1
-            log.warning("recording %s: cannot start a segment (%s)", self.description, err)
-            part.unlink(missing_ok=True)
+            self._fail("cannot start a segment", err)
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
             return False
         dts = packet.dts if packet.dts is not None else packet.pts
         self._out, self._part, self._streams, self._last_dts = out, part, streams, {}
@@ -375,9 +380,15 @@ class SegmentWriter:
     def _abandon(self, err: BaseException) -> None:
         """A muxer or disk error: the segment is closed as it stands (what is in it stays), recording goes on at the
         next keyframe."""
-        self.stats.errors += 1
-        log.warning("recording %s: segment cut short (%s)", self.description, err)
+        self._fail("segment cut short", err)
         self._end_segment()
+
+    def _fail(self, what: str, err: BaseException) -> None:
+        """Count an error; say it once while errors follow one another (a full disk fails at every keyframe)."""
+        self.stats.errors += 1
+        if not self._failing:
+            log.warning("recording %s: %s (%s); trying again at each keyframe", self.description, what, err)
+        self._failing = True
 
     def _end_segment(self) -> None:
         out, part = self._out, self._part
@@ -388,10 +399,12 @@ class SegmentWriter:
         try:
             out.close()
         except (av.error.FFmpegError, OSError, ValueError) as err:
-            self.stats.errors += 1
-            log.warning("recording %s: closing a segment failed (%s)", self.description, err)
+            if not self._failing:  # the error that abandoned it is said already
+                self.stats.errors += 1
+                log.warning("recording %s: closing a segment failed (%s)", self.description, err)
         if self._end <= self._start or not part.exists():
-            part.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
             return
         try:
             part.rename(part.with_name(segment_name(self._start, self._end)))

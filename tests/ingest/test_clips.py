@@ -132,6 +132,28 @@ def test_a_segment_that_starts_just_before_media_time_0_is_listed(tmp_path, vide
     assert segments[0].end == pytest.approx(9.967, abs=0.03) and segments[1].end == pytest.approx(19.967, abs=0.03)
 
 
+def test_a_disk_that_refuses_segments_never_stops_the_stream_and_is_said_once(tmp_path, video, caplog):
+    folder = recordings_dir(tmp_path, "cam")
+    writer = SegmentWriter(folder, 2.0, "cam")
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")  # every segment fails to open, as on a full or read-only disk
+    with av.open(str(video)) as container, caplog.at_level("INFO", logger="lucy.ingest.recording"):
+        stream = container.streams.video[0]
+        writer.connect(stream, None)
+        writer.anchor(0.0)
+        for packet in container.demux(stream):
+            if packet.pts is not None and float(packet.pts * packet.time_base) >= 10.0 and folder.is_file():
+                folder.unlink()
+                folder.mkdir()  # space again
+            writer.packet(packet)
+        writer.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert writer.stats.errors == 10  # a segment tried at each keyframe of 0-9 s (one a second)
+    assert sum("trying again at each keyframe" in m for m in said) == 1, said  # said once, not at every keyframe
+    assert sum("recording again" in m for m in said) == 1, said
+    assert [s.start for s in _segments(folder)] == [10.0, 12.0, 14.0, 16.0, 18.0]
+
+
 def _segments(folder: Path) -> list:
     """The segments of a recording folder (``<data>/recordings/<stream>``)."""
     return list_segments(folder.parents[1], folder.name)

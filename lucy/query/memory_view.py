@@ -29,6 +29,7 @@ from lucy.memory.transcribers import SPEECH_LEVEL, TranscriptLine, parse_transcr
 from lucy.query.lanes import Lanes
 from lucy.query.lanes import coarse_grid as coarse_grid  # where it was first; the view's grid is the lanes'
 from lucy.query.reasoners.base import MemoryItem
+from lucy.text import hms
 
 TIME_TOLERANCE = 1e-3  # seconds: media times closer than this are the same time
 PLACEHOLDER_TEXT = "(not captioned yet)"
@@ -214,6 +215,14 @@ class MemoryView:
     def stream_at(self, start: float) -> str | None:
         """The stream of a question across several that a view time lies on (None for one stream)."""
         return None if self.lanes is None or self.lanes.single else self.lanes.at(start).stream
+
+    def clock(self, start: float, end: float) -> str:
+        """A span as a progress line shows it: ``1:10–1:20``, or ``front 1:10–1:20`` across streams."""
+        on = ""
+        if self.lanes is not None and not self.lanes.single:
+            lane, start, end = self.lanes.local(start, end)
+            on = f"{lane.stream} "
+        return f"{on}{hms(start)}–{hms(end)}"
 
     def label(self, level: str, start: float, end: float) -> str:
         """A span as a trace shows it: ``coarse 60-120s``, or ``coarse front 60-120s`` across streams."""

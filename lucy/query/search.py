@@ -13,7 +13,6 @@ from lucy.config import Level
 from lucy.query.captioning import CaptionOutcome, SpanCaptioner
 from lucy.query.memory_view import TIME_TOLERANCE, MemoryView, Span, ViewItem
 from lucy.query.trace import TraceRecorder, TraceStep
-from lucy.text import hms
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +51,7 @@ class SpanSearcher:
             outcome = await self.captioner.caption(job.level, job.start, job.end, instruction, job.parent)
             made += 1
             if len(plan.jobs) > 1:  # a round captions several spans: say each, so a long round shows headway
-                self.trace.progress(step, f"{job.level} {hms(job.start)}–{hms(job.end)} "
+                self.trace.progress(step, f"{job.level} {self.view.clock(job.start, job.end)} "
                                           f"{'captioned' if outcome.node is not None else 'not captioned'} "
                                           f"({made} of {len(plan.jobs)})")
             return outcome

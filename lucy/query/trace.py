@@ -88,7 +88,8 @@ def _one_line(text: str) -> str:
 def _span(step: Mapping[str, Any]) -> str:
     if step.get("start") is None or step.get("end") is None:
         return ""
-    return f"{hms(float(step['start']))}–{hms(float(step['end']))}"
+    on = f"{step['stream']} " if step.get("stream") else ""  # a question across streams names the camera
+    return f"{on}{hms(float(step['start']))}–{hms(float(step['end']))}"
 
 
 def progress_line(step: Mapping[str, Any]) -> str:

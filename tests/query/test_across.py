@@ -193,3 +193,11 @@ def test_counts_presence_and_order_combine_per_stream():
                            StreamAnswer("b", _answer("At 0:40.", 40.0, seconds=True), wall_start=900.0)])
     assert wall is not None and wall.answer.startswith("b first") and "wall clock" in wall.answer
     assert combine(order, [StreamAnswer("a", None)]) is None
+
+
+def test_progress_lines_name_the_camera():
+    from lucy.query.trace import progress_line
+
+    line = progress_line({"agent": "caption", "start": 10.0, "end": 20.0, "stream": "back", "iteration": 1})
+    assert line.startswith("looking closer at back 0:10–0:20")
+    assert "back" not in progress_line({"agent": "caption", "start": 10.0, "end": 20.0, "iteration": 1})

@@ -1,8 +1,9 @@
 """The API token guard: with ``service.api_token`` set, every request but health checks needs
 ``Authorization: Bearer <token>``. A pure ASGI middleware, so streamed responses (SSE) pass through untouched.
 
-The dashboard's page and its static files carry no data and stay reachable, so that a browser can load the
-page and then send the token (typed once, kept in the tab's session storage) with every API call it makes.
+The dashboard's pages (``/``, a stream's review page ``/review/{name}``) and their static files carry no data and
+stay reachable, so that a browser can load a page and then send the token (typed once, kept in the tab's session
+storage) with every API call it makes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/favicon.ico"})
-OPEN_PREFIXES = ("/static/",)
+OPEN_PREFIXES = ("/static/", "/review/")
 
 
 def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:

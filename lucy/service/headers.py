@@ -3,7 +3,8 @@
 URLs (stream names, questions) must not leak to other sites in ``Referer``.
 
 The dashboard loads only its own files (``/static/``: no inline script or style, no other origin), so its policy
-is ``default-src 'self'``, with ``data:`` and ``blob:`` images for the frames it draws. The API's ``/docs`` and
+is ``default-src 'self'``, with ``data:`` and ``blob:`` images for the frames it draws and ``blob:`` media for the
+clips the review page plays (fetched with the API token, then played from memory). The API's ``/docs`` and
 ``/redoc`` pages (:mod:`lucy.service.routes.docs`) load Swagger UI / ReDoc from here too; Swagger starts with an
 inline script, which the page's own policy allows by its hash (:func:`docs_policy`), still never framed. A pure ASGI
 middleware, like :class:`lucy.service.auth.TokenGuard`, so streamed answers (SSE) pass through untouched; it runs
@@ -21,8 +22,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-CSP = ("default-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'; object-src 'none'; "
-       "base-uri 'none'; form-action 'self'")
+CSP = ("default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; frame-ancestors 'none'; "
+       "object-src 'none'; base-uri 'none'; form-action 'self'")
 # The docs pages: Swagger UI and ReDoc from this server only. ReDoc styles itself with <style> elements it writes
 # (styled-components) and parses the spec in a web worker made from a blob; both draw images from data: URLs.
 # A page's inline scripts are allowed by hash (docs_policy); the default allows none.

@@ -30,7 +30,8 @@ def test_token_guards_everything_but_health(lucy_server: Callable[..., LucyServe
     guarded = [("GET", "/v1/streams"), ("GET", "/v1/streams/x"), ("GET", "/metrics"), ("GET", "/v1/models"),
                ("GET", "/openapi.json"), ("GET", "/docs"), ("POST", "/v1/streams"),
                ("POST", "/v1/chat/completions"), ("DELETE", "/v1/streams/x"), ("POST", "/v1/streams/x/questions"),
-               ("GET", "/v1/streams/x/frames?t=1")]
+               ("GET", "/v1/streams/x/frames?t=1"), ("GET", "/v1/streams/x/live.mjpeg"),
+               ("GET", "/v1/streams/x/timeline")]
     for method, path in guarded:
         for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789abcdef"}, {"Authorization": TOKEN},
                         {"Authorization": f"Basic {TOKEN}"}):
@@ -41,6 +42,7 @@ def test_token_guards_everything_but_health(lucy_server: Callable[..., LucyServe
     assert httpx.get(url + "/metrics", headers=good).status_code == 200
     # The dashboard page (no data in it) loads, and asks for the token when the API refuses.
     assert httpx.get(url + "/").status_code == 200
+    assert httpx.get(url + "/review/x").status_code == 200  # the review page too (its data needs the token)
     # With the token, the API works, including from the official OpenAI client (api_key is the bearer token).
     r = httpx.post(url + "/v1/streams", headers=good, timeout=60,
                    json={"name": "guarded", "source": str(videos["short"]), "captioner": "pixels"})

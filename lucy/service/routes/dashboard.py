@@ -7,6 +7,7 @@ a server over HTTP/1.1, and a second event stream per open dashboard would soon 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 from importlib import resources
@@ -19,8 +20,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import AppStatus
 
 from lucy.config import CAPTIONER_BACKENDS, PRESETS
-from lucy.service import sse
-from lucy.service.errors import NotFound
+from lucy.service import review, sse
+from lucy.service.errors import InvalidRequest, NotFound
 from lucy.service.live_feed import DashboardFeed, LatestFrames, status_changes
 from lucy.service.live_view import MEDIA_TYPE, LiveResponse, LiveViews, live_parts
 from lucy.service.state import Service, service
@@ -34,6 +35,12 @@ NODE_TEXT_CHARS = 400  # the dashboard's memory list shows this much of a node; 
 @router.get("/", include_in_schema=False)
 async def dashboard() -> FileResponse:
     return FileResponse(str(STATIC / "index.html"), media_type="text/html", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/review/{name}", include_in_schema=False)
+async def review_page(name: str) -> FileResponse:
+    """A stream's review timeline (the page reads the stream's name from its address)."""
+    return FileResponse(str(STATIC / "review.html"), media_type="text/html", headers={"Cache-Control": "no-cache"})
 
 
 def mount_static(app: FastAPI) -> None:
@@ -190,3 +197,25 @@ async def live_view(name: str, request: Request) -> Response:
     return LiveResponse(live_parts(preview, lambda: AppStatus.should_exit), lambda: views.leave(preview),
                         headers={"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"})
 
+
+@router.get("/v1/streams/{name}/timeline", summary="What the review page draws along a stream's time, in one answer",
+            description="Over [from, to) (default: all of it): `coverage`, the runs of stored frames ([start, end] "
+                        "pairs; a run ends where frames are missing), the `gaps` ingest recorded (reconnects) and "
+                        "`expired_before` (retention); `recordings`, the runs of recorded segments (recording on); "
+                        "the tracked `objects` (as GET .../objects), the `alerts` (as "
+                        "GET .../alerts), the on-screen `texts` read (one per showing of a text) and the answered "
+                        "`questions` with evidence there (newest first). Each part is read with a bound and says "
+                        "when it was cut (`..._truncated`). Texts are data read from video.",
+            responses={404: {"description": "Unknown stream"}, 422: {"description": "Bad time range"}})
+async def timeline(name: str, request: Request,
+                   start: Annotated[float, Query(alias="from", ge=0, description="Media seconds (default 0).")] = 0.0,
+                   end: Annotated[float | None, Query(alias="to", gt=0,
+                                                      description="Media seconds (default: the end).")] = None,
+                   ) -> dict[str, Any]:
+    svc = service(request)
+    if not math.isfinite(start) or (end is not None and not math.isfinite(end)):
+        raise InvalidRequest("from and to must be finite numbers of seconds")
+    if end is not None and end <= start:
+        raise InvalidRequest(f"empty time range: to ({end:g}) must be after from ({start:g})")
+    await asyncio.to_thread(svc.manager.require, name)
+    return await asyncio.to_thread(review.timeline, svc, name, start, end)

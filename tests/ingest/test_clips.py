@@ -284,3 +284,21 @@ def test_retention_deletes_old_segments_and_the_oldest_first_under_disk_pressure
         assert frames.open("cam").available_from() == 0.0  # every frame is still there
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_streams_own_recording_choice_overrides_the_servers(tmp_path):
+    from lucy.runtime.registry import StreamRegistry, StreamSpec
+    from lucy.runtime.streams import stream_settings
+
+    server = load_settings(data=tmp_path, **{"recording.segment_seconds": 4.0})
+    assert not server.recording.enabled  # off by default
+    spec = StreamSpec(name="door", source="rtsp://cam/1", preset="live", captioner="none", recording=True)
+    own = stream_settings(server, spec)
+    assert own.recording.enabled and own.recording.segment_seconds == 4.0
+    off = stream_settings(server.model_copy(update={"recording": own.recording}),
+                          StreamSpec(name="yard", source="rtsp://cam/2", preset="live", captioner="none",
+                                     recording=False))
+    assert not off.recording.enabled
+    registry = StreamRegistry(tmp_path)  # the choice survives a restart of the server
+    registry.put(spec)
+    assert registry.load()[0].recording is True

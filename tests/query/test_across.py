@@ -201,3 +201,23 @@ def test_progress_lines_name_the_camera():
     line = progress_line({"agent": "caption", "start": 10.0, "end": 20.0, "stream": "back", "iteration": 1})
     assert line.startswith("looking closer at back 0:10–0:20")
     assert "back" not in progress_line({"agent": "caption", "start": 10.0, "end": 20.0, "iteration": 1})
+
+
+def test_agents_see_each_memory_s_stream_and_their_evidence_comes_back_to_it():
+    from lucy.query import prompts
+    from lucy.query.reasoners.base import EvidenceSpan, MemoryItem, Question
+
+    question = Question("Who rang?", (), 90.0, streams=(("back", 150.0), ("front", 90.0)))
+    shown = [MemoryItem(1, "coarse", 0.0, 60.0, "a man at the door", stream="front")]
+    prompt = prompts.answer_prompt(question, shown, final=False)
+    assert "[1] coarse on front 0-60s" in prompt.user and "from 2 streams" in prompt.user
+    assert "back 0-150 s" in prompt.user and "name the stream of each evidence span" in prompt.user
+    lanes = Lanes.lay([(_Frames("back"), _info("back", 150.0)), (_Frames("front"), _info("front", 90.0))],
+                      PRESETS["live"], fanout=12)  # type: ignore[list-item]
+    front = lanes.lane("front")
+    assert front is not None
+    placed = lanes.evidence_in_view([EvidenceSpan(start=10, end=20, stream="front"),  # named
+                                     EvidenceSpan(start=30, end=40),  # not named: the memory shown it lies in
+                                     EvidenceSpan(start=100, end=110, stream="nope")], shown)  # points at nothing
+    assert [(e.stream, e.start - front.offset, e.end - front.offset) for e in placed] == [
+        ("front", 10, 20), ("front", 30, 40)]

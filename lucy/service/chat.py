@@ -39,10 +39,11 @@ log = logging.getLogger(__name__)
 
 
 def answer_text(answer: dict[str, Any]) -> str:
-    """The assistant message: the answer, its evidence in media time, and a note when it is not confident."""
+    """The assistant message: the answer, its evidence in media time (each span with the path of its clip), and a
+    note when it is not confident."""
     text = str(answer.get("answer", ""))
     spans = [f"{e['stream'] + ' ' if e.get('stream') else ''}{e['start']:.1f}-{e['end']:.1f} s"
-             for e in answer.get("evidence", [])]
+             + (f" ({e['clip_url']})" if e.get("clip_url") else "") for e in answer.get("evidence", [])]
     if spans:
         text += f"\n\nEvidence: {', '.join(spans)}."
     if not answer.get("confident", False):

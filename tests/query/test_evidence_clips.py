@@ -36,3 +36,13 @@ def test_alerts_name_the_clip_of_their_evidence():
     body = alert_json(alert)
     assert body["clip_url"] == "/v1/streams/gate/clip?from=120&to=131.5"
     assert body["frame_url"] == "/v1/streams/gate/frames?t=125.750"
+
+
+def test_the_chat_reply_names_each_clip_and_its_note_is_taken_out_of_history():
+    from lucy.service.chat import answer_text
+    from lucy.service.conversation import turns
+
+    text = answer_text(result("door", [Evidence(60.0, 75.0)]).to_json())
+    assert text == "a courier\n\nEvidence: 60.0-75.0 s (/v1/streams/door/clip?from=60&to=75)."
+    [turn] = turns([{"role": "assistant", "content": text}])
+    assert turn.text == "a courier"  # a later turn's history does not carry it

@@ -307,7 +307,8 @@ def test_evidence_in_media_and_wall_clock_time(tmp_path, fakes, seeded):
     result = run(engine)
     out = result.to_json()
     assert out["evidence"][0] == {"start": 120.0, "end": 180.0, "wall_start": "2023-11-14T22:15:20.000+00:00",
-                                  "wall_end": "2023-11-14T22:16:20.000+00:00"}
+                                  "wall_end": "2023-11-14T22:16:20.000+00:00",
+                                  "clip_url": "/v1/streams/cam/clip?from=120&to=180"}
     assert out["evidence"][1]["end"] == 300.0  # clipped to the horizon
     assert set(out) >= {"answer", "confident", "evidence", "iterations", "llm_calls", "caption_calls", "horizon",
                         "trace"}

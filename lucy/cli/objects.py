@@ -60,15 +60,16 @@ def objects(stream: StreamOption,
             preset: PresetOption = None, verbose: VerboseOption = 0) -> int:
     """List the objects a stream's detect stage tracked (people, vehicles, animals...), oldest first."""
     from lucy.ingest import check_stream_name
-    from lucy.service.objects import check_label, check_range, objects_page
+    from lucy.service.errors import InvalidRequest, check_time_range
+    from lucy.service.objects import check_label, objects_page
     from lucy.wiring import open_existing_memory
 
     settings = load(data, config, preset, verbose)
     check_stream_name(stream)
     try:
         wanted = check_label(label)
-        check_range(start, end)
-    except ValueError as err:
+        check_time_range(start, end)
+    except (ValueError, InvalidRequest) as err:
         raise LucyError(str(err).replace("from and to", "--from and --to")) from None
     require_stream(settings, stream)
     page: dict[str, Any] = {"stream": stream, "label": wanted, "start": start, "end": end, "objects": [],

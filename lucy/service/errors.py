@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -38,6 +39,15 @@ class InvalidRequest(ServiceError):
 
 class NotFound(ServiceError):
     status = 404
+
+
+def check_time_range(start: float | None, end: float | None) -> None:
+    """:class:`InvalidRequest` for a ``from``/``to`` range that is not one (not finite, or empty); either may be
+    absent."""
+    if (start is not None and not math.isfinite(start)) or (end is not None and not math.isfinite(end)):
+        raise InvalidRequest("from and to must be finite numbers of seconds")
+    if start is not None and end is not None and end <= start:
+        raise InvalidRequest(f"empty time range: to ({end:g}) must be after from ({start:g})")
 
 
 class ModelNotFound(NotFound):

@@ -10,7 +10,6 @@ The page functions block (memory store I/O): call them in a worker thread.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 from urllib.parse import quote
@@ -54,14 +53,6 @@ def check_label(label: str | None) -> str | None:
         raise ValueError(f"not a label: {label[:60]!r} (COCO's names, e.g. person, car, dog, or {VEHICLE} for any "
                          "vehicle)")
     return wanted
-
-
-def check_range(start: float | None, end: float | None) -> None:
-    """A ValueError for a time range that is not one (not finite, or empty)."""
-    if (start is not None and not math.isfinite(start)) or (end is not None and not math.isfinite(end)):
-        raise ValueError("from and to must be finite numbers of seconds")
-    if start is not None and end is not None and end <= start:
-        raise ValueError(f"empty time range: to ({end:g}) must be after from ({start:g})")
 
 
 def objects_page(store: ObservationStore, stream: str, *, label: str | None, start: float | None,

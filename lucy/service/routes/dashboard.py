@@ -7,7 +7,6 @@ a server over HTTP/1.1, and a second event stream per open dashboard would soon 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncIterator
 from importlib import resources
@@ -21,7 +20,7 @@ from sse_starlette.sse import AppStatus
 
 from lucy.config import CAPTIONER_BACKENDS, PRESETS
 from lucy.service import review, sse
-from lucy.service.errors import InvalidRequest, NotFound
+from lucy.service.errors import NotFound, check_time_range
 from lucy.service.live_feed import DashboardFeed, LatestFrames, status_changes
 from lucy.service.live_view import MEDIA_TYPE, LiveResponse, LiveViews, live_parts
 from lucy.service.state import Service, service
@@ -213,9 +212,6 @@ async def timeline(name: str, request: Request,
                                                       description="Media seconds (default: the end).")] = None,
                    ) -> dict[str, Any]:
     svc = service(request)
-    if not math.isfinite(start) or (end is not None and not math.isfinite(end)):
-        raise InvalidRequest("from and to must be finite numbers of seconds")
-    if end is not None and end <= start:
-        raise InvalidRequest(f"empty time range: to ({end:g}) must be after from ({start:g})")
+    check_time_range(start, end)
     await asyncio.to_thread(svc.manager.require, name)
     return await asyncio.to_thread(review.timeline, svc, name, start, end)

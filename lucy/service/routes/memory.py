@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from lucy.config import LEVEL_NAMES_HELP, is_level_name
 from lucy.memory.transcribers import SPEECH_LEVEL
 from lucy.service import memory_pages
-from lucy.service.errors import InvalidRequest
+from lucy.service.errors import InvalidRequest, check_time_range
 from lucy.service.schemas import MemoryOut, SearchOut
 from lucy.service.state import service
 from lucy.untrusted import normalise_line
@@ -35,10 +35,7 @@ async def get_memory(
     latest: Annotated[bool, Query(description="Return the latest `limit` nodes instead of the first.")] = False,
 ) -> dict[str, Any]:
     svc = service(request)
-    if not math.isfinite(start) or (end is not None and not math.isfinite(end)):
-        raise InvalidRequest("from and to must be finite numbers of seconds")
-    if end is not None and end <= start:
-        raise InvalidRequest(f"empty time range: to ({end:g}) must be after from ({start:g})")
+    check_time_range(start, end)
     if level is not None and not is_level_name(level):
         raise InvalidRequest(f"unknown level {level!r}: use {LEVEL_NAMES_HELP}")
     await asyncio.to_thread(svc.manager.require, name)
@@ -62,10 +59,7 @@ def _search_request(q: str, level: str | None, start: float | None, end: float |
     query = normalise_line(q)  # NFC, no invisible or control characters: what is typed is what is searched
     if not query:
         raise InvalidRequest("q is empty: say what to look for")
-    if (start is not None and not math.isfinite(start)) or (end is not None and not math.isfinite(end)):
-        raise InvalidRequest("from and to must be finite numbers of seconds")
-    if start is not None and end is not None and end <= start:
-        raise InvalidRequest(f"empty time range: to ({end:g}) must be after from ({start:g})")
+    check_time_range(start, end)
     if level is not None and level != SPEECH_LEVEL and not is_level_name(level):
         raise InvalidRequest(f"unknown level {level!r}: use {LEVEL_NAMES_HELP}, or {SPEECH_LEVEL}")
     return query

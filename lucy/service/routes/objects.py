@@ -11,7 +11,7 @@ from fastapi.responses import Response
 
 from lucy.memory.store import MAX_ID
 from lucy.service import objects
-from lucy.service.errors import InvalidRequest, NotFound
+from lucy.service.errors import InvalidRequest, NotFound, check_time_range
 from lucy.service.schemas import ObjectList
 from lucy.service.state import service
 
@@ -33,9 +33,9 @@ async def list_objects(name: str, request: Request, label: LabelQ = None, start:
     svc = service(request)
     try:
         wanted = objects.check_label(label)
-        objects.check_range(start, end)
     except ValueError as err:
         raise InvalidRequest(str(err)) from None
+    check_time_range(start, end)
     await asyncio.to_thread(svc.manager.require, name)
     return await asyncio.to_thread(objects.objects_page, svc.memory, name, label=wanted, start=start, end=end,
                                    limit=limit)

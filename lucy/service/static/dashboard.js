@@ -46,29 +46,6 @@ async function getJSON(path) {
   return res.json();
 }
 
-function errorMessage(body, status) {
-  if (body && body.error && body.error.message) return body.error.message;
-  if (body && typeof body.detail === "string") return body.detail;
-  if (body && body.detail) return JSON.stringify(body.detail);
-  return "HTTP " + status;
-}
-
-// Every time on the page, media times and durations alike, as Lucy's command line prints them: h:mm:ss (m:ss under
-// an hour), with tenths when not whole.
-function fmtTime(s) {
-  if (s === null || s === undefined || !isFinite(s)) return "–";
-  const tenths = Math.round(Math.abs(s) * 10);
-  const whole = Math.floor(tenths / 10), frac = tenths % 10;
-  const h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), sec = whole % 60;
-  const text = (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" + String(sec).padStart(2, "0") +
-    (frac ? "." + frac : "");
-  return (s < 0 ? "−" : "") + text;
-}
-
-function fmtSpan(start, end) {
-  return fmtTime(start) + "–" + fmtTime(end);
-}
-
 // Wall-clock times (chart axes, when a question was asked): 24-hour h:mm:ss, local time.
 function fmtClock(unix) {
   const d = new Date(unix * 1000);
@@ -81,13 +58,6 @@ function fmtBytes(n) {
   let i = 0;
   while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
   return (n >= 100 || i === 0 ? n.toFixed(0) : n.toFixed(1)) + " " + units[i];
-}
-
-function el(tag, attrs, text) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
-  return node;
 }
 
 function svgEl(tag, attrs, text) {

@@ -29,7 +29,7 @@ const view = {
 const $ = (sel) => document.querySelector(sel);
 
 // ------------------------------------------------------------------------------------------------ helpers
-// (as the dashboard's: the same token in the tab's session storage, the same time format)
+// (the token as the dashboard keeps it, in the tab's session storage; time formats and el() are common.js's)
 
 function headers() {
   return view.token ? { "Authorization": "Bearer " + view.token } : {};
@@ -42,32 +42,6 @@ async function api(path, options) {
     throw new Error("API token needed");
   }
   return res;
-}
-
-function errorMessage(body, status) {
-  if (body && body.error && body.error.message) return body.error.message;
-  if (body && typeof body.detail === "string") return body.detail;
-  return "HTTP " + status;
-}
-
-function fmtTime(s) {
-  if (s === null || s === undefined || !isFinite(s)) return "–";
-  const tenths = Math.round(Math.abs(s) * 10);
-  const whole = Math.floor(tenths / 10), frac = tenths % 10;
-  const h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), sec = whole % 60;
-  return (s < 0 ? "−" : "") + (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" +
-    String(sec).padStart(2, "0") + (frac ? "." + frac : "");
-}
-
-function fmtSpan(a, b) {
-  return fmtTime(a) + "–" + fmtTime(b);
-}
-
-function el(tag, attrs, text) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
-  return node;
 }
 
 function svgEl(tag, attrs, title) {

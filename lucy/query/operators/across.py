@@ -53,7 +53,7 @@ def per_stream(question: ParsedQuestion) -> ParsedQuestion:
 def _named(one: StreamAnswer) -> str:
     assert one.answer is not None
     sentence = one.answer.answer.strip().rstrip(".")
-    if sentence[:1].isupper() and not sentence[1:2].isupper():  # "At 0:12" reads "at 0:12"; "GATE 12" stays
+    if sentence[:1].isupper() and not sentence[1:2].isupper():  # "At 0:12" reads "at 0:12"; all-capital sign text stays
         sentence = sentence[:1].lower() + sentence[1:]
     return f"on {one.stream}: {sentence}"
 

@@ -31,7 +31,8 @@ import av
 
 from lucy.config import load_settings
 from lucy.ingest.clips import make_clip
-from lucy.ingest.recording import SegmentWriter, list_segments, recordings_dir
+from lucy.ingest.recording import SegmentWriter
+from lucy.ingest.segments import list_segments, recordings_dir
 from lucy.testing.waiting import free_port, stop_process
 from lucy.wiring import open_frames
 

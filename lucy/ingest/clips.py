@@ -96,7 +96,7 @@ def make_clip(frames: FrameStores, data: str | Path, stream: str, start: float, 
         raise StreamNotFound(f"no stream {stream!r} is stored here")
     store = frames.open(stream)
     info = store.info()
-    from lucy.ingest.recording import list_segments
+    from lucy.ingest.segments import list_segments
 
     segments = [s for s in list_segments(data, stream, include_open=True)
                 if s.start < end and (s.end is None or s.end > start)]

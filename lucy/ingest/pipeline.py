@@ -25,8 +25,9 @@ from lucy.errors import StoreError
 from lucy.ingest.detect import DetectStage
 from lucy.ingest.frames import AUDIO_RATE, FrameStore, FrameStores, Gap
 from lucy.ingest.lock import FileLock, Holder, stream_lock
-from lucy.ingest.recording import SegmentWriter, recordings_dir
+from lucy.ingest.recording import SegmentWriter
 from lucy.ingest.sampler import Sampler, fit_size
+from lucy.ingest.segments import recordings_dir
 from lucy.ingest.source import AudioChunk, Frame, Source, open_source
 from lucy.metrics.progress import IngestProgress
 from lucy.perception.objects import Detector, ObservationStore

@@ -8,9 +8,10 @@ its cost is a copy of the compressed stream to disk.
 
 Layout, one folder per stream: ``<data>/recordings/<stream>/<start>-<end>.mp4``, where ``start`` and ``end`` are
 the media seconds (the frame store's clock) of the segment's first picture and of the end of its last one, so the
-file names are the index a clip needs (:func:`list_segments`). A segment starts at a keyframe; the next one starts
-at the first keyframe ``recording.segment_seconds`` after it, or at a reconnect (the gap between them is the time
-the camera was down). Inside a file, media time is ``start + (pts - pts of its first picture)``.
+file names are the index a clip needs (:mod:`lucy.ingest.segments` reads it without PyAV). A segment starts at a
+keyframe; the next one starts at the first keyframe ``recording.segment_seconds`` after it, or at a reconnect (the
+gap between them is the time the camera was down). Inside a file, media time is
+``start + (pts - pts of its first picture)``.
 
 Crash safety: a segment is written as ``<start>.mp4.part`` and renamed to its final name once closed, so a
 ``kill -9`` can only hit the one being written; fragmented MP4 (a fragment a second) is readable up to its last
@@ -26,8 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
-import shutil
 import struct
 import threading
 from collections import deque
@@ -37,14 +36,10 @@ from pathlib import Path
 import av
 import av.error
 
-from lucy.ingest.frames import check_stream_name
+from lucy.ingest.segments import PART_NAME, PART_SUFFIX, segment_name
 
 log = logging.getLogger(__name__)
 
-RECORDINGS_DIR = "recordings"
-PART_SUFFIX = ".part"
-_NAME = re.compile(r"^(-?\d+\.\d{3})-(-?\d+\.\d{3})\.mp4$")
-_PART_NAME = re.compile(r"^(-?\d+\.\d{3})\.mp4\.part$")
 # Sound codecs FFmpeg's MP4 muxer takes; any other track (G.711 of many cameras) is left out of the recording.
 MP4_AUDIO = frozenset({"aac", "mp3", "opus", "alac", "flac", "ac3", "eac3"})
 # fMP4: one fragment a second at most (and at each keyframe), so a killed writer loses at most about a second.
@@ -52,73 +47,6 @@ MP4_AUDIO = frozenset({"aac", "mp3", "opus", "alac", "flac", "ac3", "eac3"})
 _MOVFLAGS = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "1000000",
              "flush_packets": "1"}
 _EARLY_PACKETS = 512  # packets held while a connection's media clock is not known yet (before its first picture)
-
-
-def recordings_root(data: str | Path) -> Path:
-    """``<data>/recordings``: one folder per recorded stream."""
-    return Path(data) / RECORDINGS_DIR
-
-
-def recordings_dir(data: str | Path, stream: str) -> Path:
-    """The folder of one stream's segments (the name is checked: it becomes a folder name)."""
-    return recordings_root(data) / check_stream_name(stream)
-
-
-def segment_name(start: float, end: float) -> str:
-    """A closed segment's file name: its media start and end, fixed width so that names sort by time."""
-    return f"{start:012.3f}-{end:012.3f}.mp4"
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One recorded file: pictures (and sound) from media time ``start`` to ``end`` (None: still being written)."""
-
-    path: Path
-    start: float
-    end: float | None
-    size: int
-
-    @property
-    def open(self) -> bool:
-        return self.end is None
-
-
-def list_segments(data: str | Path, stream: str, *, include_open: bool = False) -> list[Segment]:
-    """A stream's segments in time order, read from the file names alone; with ``include_open`` the one being
-    written too (readable up to its last fragment)."""
-    folder = recordings_dir(data, stream)
-    out = []
-    try:
-        entries = list(folder.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    for path in entries:
-        closed, part = _NAME.match(path.name), _PART_NAME.match(path.name) if include_open else None
-        if closed is None and part is None:
-            continue
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:  # deleted or renamed meanwhile
-            continue
-        if closed is not None:
-            out.append(Segment(path, float(closed.group(1)), float(closed.group(2)), size))
-        elif part is not None:
-            out.append(Segment(path, float(part.group(1)), None, size))
-    return sorted(out, key=lambda s: (s.start, s.end is None))
-
-
-def recorded_bytes(data: str | Path, stream: str) -> int:
-    """Bytes a stream's segments take (closed and open)."""
-    return sum(s.size for s in list_segments(data, stream, include_open=True))
-
-
-def delete_recordings(data: str | Path, stream: str) -> bool:
-    """Delete a stream's recordings (with the stream, ``purge``); False if it had none."""
-    folder = recordings_dir(data, stream)
-    if not folder.is_dir() or folder.is_symlink():
-        return False
-    shutil.rmtree(folder, ignore_errors=True)
-    return True
 
 
 def file_span(path: Path) -> tuple[float, float] | None:
@@ -179,7 +107,7 @@ def repair(folder: Path) -> list[Path]:
     made."""
     made = []
     for part in sorted(folder.glob(f"*.mp4{PART_SUFFIX}")):
-        match = _PART_NAME.match(part.name)
+        match = PART_NAME.match(part.name)
         if match is not None:
             with open(part, "r+b") as f:
                 f.truncate(whole_fragments(part))

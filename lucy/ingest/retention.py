@@ -55,7 +55,7 @@ from typing import Protocol, TypeVar
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import FrameStore, FrameStores
-from lucy.ingest.recording import Segment, list_segments
+from lucy.ingest.segments import Segment, list_segments
 from lucy.metrics.stats import RetentionStats
 
 log = logging.getLogger(__name__)

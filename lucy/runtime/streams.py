@@ -37,6 +37,7 @@ from lucy.errors import InvalidStream, SourceError, StoreError, StreamConflict, 
 from lucy.ingest import FrameStores, check_stream_name
 from lucy.ingest.lock import LockHeld, probe, stream_lock
 from lucy.ingest.roots import check_local_source
+from lucy.ingest.segments import delete_recordings
 from lucy.memory.store import MemoryStore
 from lucy.metrics import CaptionCall, CaptionCallStats, QuestionStats, StreamProgress, StreamSample
 from lucy.redaction import redact_source, redact_url
@@ -606,8 +607,6 @@ class StreamManager(StreamRuntime):
         try:
             with stream_lock(self.settings.data, name).acquire(wait_seconds=0.5):  # no writer starts meanwhile
                 self.frames.delete(name)
-                from lucy.ingest.recording import delete_recordings  # PyAV only when purging
-
                 delete_recordings(self.settings.data, name)
         except LockHeld as err:
             raise StreamConflict(f"{err} (its frames were not deleted)") from None

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import numpy as np
 
 from lucy.errors import StoreError
-from lucy.ingest.recording import list_segments
+from lucy.ingest.segments import list_segments
 from lucy.query.operators.lines import merge, sightings_in
 from lucy.service import objects
 from lucy.service.errors import NotFound

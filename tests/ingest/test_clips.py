@@ -17,8 +17,9 @@ from lucy.config import LucySettings, load_settings
 from lucy.errors import InputError, StreamNotFound
 from lucy.ingest import Ingestor, retention
 from lucy.ingest.clips import ClipRangeError, clip_url, make_clip
-from lucy.ingest.recording import SegmentWriter, file_span, list_segments, recordings_dir, repair
+from lucy.ingest.recording import SegmentWriter, file_span, repair
 from lucy.ingest.retention import RetentionMaintainer
+from lucy.ingest.segments import list_segments, recordings_dir
 from lucy.synth import PALETTE, Scene, write_video
 from lucy.wiring import open_frames
 

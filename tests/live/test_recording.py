@@ -14,7 +14,7 @@ import pytest
 from lucy.config.settings import RecordingSettings
 from lucy.ingest import Ingestor
 from lucy.ingest.clips import make_clip
-from lucy.ingest.recording import list_segments, recordings_dir
+from lucy.ingest.segments import list_segments, recordings_dir
 from lucy.wiring import open_frames
 
 FPS = 15  # the RTSP server's test pattern, a keyframe every 15 frames

@@ -11,7 +11,8 @@ import av
 import pytest
 from selenium import webdriver
 
-from lucy.ingest.recording import SegmentWriter, recordings_dir
+from lucy.ingest.recording import SegmentWriter
+from lucy.ingest.segments import recordings_dir
 from tests.service.conftest import SHORT_SECONDS, LucyServer, wait_for
 from tests.service.test_dashboard import browser  # noqa: F401  (the module's headless Chromium)
 

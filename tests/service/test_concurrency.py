@@ -103,7 +103,10 @@ def test_streams_resume_after_restart(lucy_server: Callable[..., LucyServer], vi
         for name in ("paced", "dropped"):
             assert c.post("/v1/streams", json={"name": name, "source": str(videos["short"]),
                                                "realtime": True}).status_code == 201
-        assert c.delete("/v1/streams/dropped").status_code == 200  # deleted: must not come back
+        # Deleted once it has frames (a stream deleted before its first frame leaves nothing to list): must not
+        # come back.
+        wait_for(lambda: (first.stream("dropped")["ingested_until"] or 0) > 0, 60, "a frame of the dropped stream")
+        assert c.delete("/v1/streams/dropped").status_code == 200
         wait_for(lambda: first.stream("paced")["ingested_until"] >= 3, 60, "3 s of the paced stream")
     before = first.stream("paced")["ingested_until"]
     first.stop(signal.SIGKILL)  # a crash mid-stream: nothing is saved at exit (killed at once, so a loaded

@@ -24,7 +24,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 
 from lucy.config import LucySettings, load_settings
-from lucy.ingest.recording import recordings_dir, segment_name
+from lucy.ingest.segments import recordings_dir, segment_name
 from lucy.memory.nodes import MemoryNode
 from lucy.perception.objects import Observations
 from lucy.service.review import coverage, recorded

@@ -17,7 +17,7 @@ from starlette.background import BackgroundTask
 
 from lucy.errors import StreamNotFound
 from lucy.ingest.clips import make_clip
-from lucy.ingest.recording import list_segments
+from lucy.ingest.segments import list_segments
 from lucy.service.state import service
 
 router = APIRouter(tags=["streams"])

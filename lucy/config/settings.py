@@ -695,6 +695,11 @@ class RecordingSettings(_Section):
         7.0, ge=0, le=3660,
         description="Segments older than this (days behind the stream's newest segment) are deleted (0: never); "
                     "under disk pressure the oldest segments go first, before any frame (retention.min_free_bytes).")
+    event_retention_days: float = Field(
+        30.0, ge=0, le=3660,
+        description="Segments that overlap an alert or the evidence of an answered question are kept this long "
+                    "instead, when it is longer than retention_days (0: never deleted by age); under disk pressure "
+                    "they go after every other segment.")
     max_clip_seconds: float = Field(
         300.0, ge=1, le=3600, description="Longest clip GET /v1/streams/{name}/clip and `lucy clip` make.")
 

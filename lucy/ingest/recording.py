@@ -276,7 +276,8 @@ class SegmentWriter:
         if self._failing:
             log.info("recording %s: recording again", self.description)
             self._failing = False
-        self._end = max(self._end, t + length)
+        if kind == "video" or self._video is None:  # a segment ends with its last picture: sound that a camera
+            self._end = max(self._end, t + length)  # sends ahead of its pictures may run a little past it
         self.stats.packets += 1
         self.stats.bytes += size
 

@@ -40,6 +40,7 @@ a reserve file of :data:`RESERVE_BYTES` in the data directory and gives it up to
 from __future__ import annotations
 
 import asyncio
+import bisect
 import errno
 import logging
 import math
@@ -55,7 +56,7 @@ from typing import Protocol, TypeVar
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest.frames import FrameStore, FrameStores
-from lucy.ingest.segments import Segment, list_segments
+from lucy.ingest.segments import Segment, list_segments, recorded_bytes
 from lucy.metrics.stats import RetentionStats
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,12 @@ log = logging.getLogger(__name__)
 
 class CaptionedMemory(Protocol):
     """What retention asks of the memory store (:class:`lucy.memory.store.MemoryStore` has it): how far a stream's
-    coarse memory reaches. Ingest sits below memory, so it names only this."""
+    coarse memory reaches, and the spans people were shown (alerts, answers' evidence), whose recordings are kept
+    longer. Ingest sits below memory, so it names only this."""
 
     def captioned_until(self, stream: str) -> float: ...
+
+    def event_spans(self, stream: str) -> list[tuple[float, float]]: ...
 
 RESERVE_FILE = ".retention-reserve"
 RESERVE_BYTES = 1 << 20
@@ -87,6 +91,7 @@ class RetentionPass:
     min_free: int | None = None
     over_bound: bool = False
     seconds: float = 0.0
+    events: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # stream -> spans people were shown
 
     @property
     def freed_bytes(self) -> int:
@@ -166,6 +171,7 @@ class RetentionMaintainer:
             except (StoreError, OSError) as err:
                 log.warning("frame retention of stream %s: %s", name, err)
             self.stats.measured(name, report.stored.get(name, 0))
+            self.stats.measured_recording(name, recorded_bytes(self.data, name))
         self._keep_reserve()
         self.stats.passes += 1
         report.seconds = time.monotonic() - began
@@ -230,16 +236,36 @@ class RetentionMaintainer:
             self._advance(store, report, "thinned", min(info.last_time - rules.full_seconds, kept),
                           lambda: store.info().thinned_before, lambda t: store.thin_before(t, keep_fps))
 
+    def _event_spans(self, name: str, report: RetentionPass) -> list[tuple[float, float]]:
+        """The stream's alert and evidence spans (read once a pass; none without a memory store)."""
+        if name not in report.events:
+            report.events[name] = self.memory.event_spans(name) if self.memory is not None else []
+        return report.events[name]
+
+    def _shown(self, name: str, segment: Segment, report: RetentionPass) -> bool:
+        """Whether the segment overlaps an alert or an answer's evidence of its stream."""
+        spans = self._event_spans(name, report)
+        end = segment.end if segment.end is not None else math.inf
+        # spans are sorted by start: only those starting before the segment's end can overlap it
+        return any(span_end > segment.start for _, span_end in spans[:bisect.bisect_left(spans, (end,))])
+
     def _recording_ages(self, name: str, report: RetentionPass) -> None:
-        """Delete the stream's segments that end ``recording.retention_days`` before its newest one ends."""
-        days = self.settings_for(name).recording.retention_days
+        """Delete the stream's segments that end ``recording.retention_days`` before its newest one ends (those
+        people were shown, ``recording.event_retention_days`` when that is longer)."""
+        rules = self.settings_for(name).recording
+        days = rules.retention_days
         segments = list_segments(self.data, name) if days > 0 else []
         if len(segments) < 2:
             return
-        limit = max(s.end or 0.0 for s in segments) - days * 86_400
+        newest = max(s.end or 0.0 for s in segments)
+        limit = newest - days * 86_400
+        shown_limit = (newest - max(days, rules.event_retention_days) * 86_400 if rules.event_retention_days > 0
+                       else -math.inf)
         for segment in segments[:-1]:
             if self._stopping.is_set() or (segment.end or 0.0) > limit:
                 return
+            if (segment.end or 0.0) > shown_limit and self._shown(name, segment, report):
+                continue
             self._drop_segment(report, name, "recording_expired", segment)
 
     def _drop_segment(self, report: RetentionPass, name: str, reason: str, segment: Segment) -> int:
@@ -249,20 +275,22 @@ class RetentionMaintainer:
         except FileNotFoundError:
             return 0
         report.freed[(name, reason)] = report.freed.get((name, reason), 0) + segment.size
+        self.stats.record_recording_freed(name, reason.removeprefix("recording_"), segment.size)
         return segment.size
 
-    def _oldest_segment(self, stores: dict[str, FrameStore]) -> tuple[str, Segment] | None:
-        """The closed segment recorded longest ago (wall-clock time) across the streams, with its stream."""
-        found: tuple[float, str, Segment] | None = None
+    def _oldest_segment(self, stores: dict[str, FrameStore], report: RetentionPass) -> tuple[str, Segment] | None:
+        """The closed segment recorded longest ago (wall-clock time) across the streams, with its stream: one that
+        no alert or evidence overlaps while there is one, else the oldest of those."""
+        found: tuple[bool, float, str, Segment] | None = None
         for name, store in stores.items():
-            segments = list_segments(self.data, name)
-            if not segments:
-                continue
             info = store.info()
             base = info.wall_start if info.wall_start is not None else float(info.created or 0.0)
-            if found is None or base + segments[0].start < found[0]:
-                found = (base + segments[0].start, name, segments[0])
-        return None if found is None else (found[1], found[2])
+            segments = list_segments(self.data, name)
+            plain = next((s for s in segments if not self._shown(name, s, report)), None)
+            segment = plain if plain is not None else next(iter(segments), None)
+            if segment is not None and (found is None or (plain is None, base + segment.start) < found[:2]):
+                found = (plain is None, base + segment.start, name, segment)
+        return None if found is None else (found[2], found[3])
 
     def _advance(self, store: FrameStore, report: RetentionPass, reason: str, target: float,
                  boundary: Callable[[], float], cut: Callable[[float], int]) -> None:
@@ -297,7 +325,7 @@ class RetentionMaintainer:
                 self._stuck_warned = False
                 return
             reason = "max_bytes" if over >= short else "min_free"
-            if reason == "min_free" and (recorded := self._oldest_segment(stores)) is not None:
+            if reason == "min_free" and (recorded := self._oldest_segment(stores, report)) is not None:
                 self._drop_segment(report, recorded[0], "recording_min_free", recorded[1])  # recordings go first
                 continue
             oldest = self._oldest(stores, stuck, report.kept_from)

@@ -8,6 +8,7 @@ NUL characters (:func:`lucy.untrusted.strip_nul`): PostgreSQL refuses them, SQLi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -27,6 +28,7 @@ from lucy.untrusted import strip_nul
 
 log = logging.getLogger(__name__)
 
+EVENT_QUESTIONS = 10_000  # most recent questions whose evidence :meth:`MemoryStore.event_spans` reads
 MAX_ID = 2**63 - 1  # ids (nodes, questions, watches, alerts) are 64-bit signed integers in every backend
 
 
@@ -236,6 +238,24 @@ class MemoryStore(ABC):
     @abstractmethod
     def questions(self, stream: str, limit: int = 50) -> list[dict[str, object]]:
         """Recent questions of a stream with their answers, newest first."""
+
+    def event_spans(self, stream: str) -> list[tuple[float, float]]:
+        """The media spans of the stream that someone was shown as evidence: its alerts' and its answered questions'
+        evidence spans (the recent :data:`EVENT_QUESTIONS` questions), sorted. Recordings of them are kept longer."""
+        spans = []
+        after = 0
+        while batch := self.alerts(stream, after_id=after, limit=1000):
+            spans += [(a.start, a.end) for a in batch]
+            after = batch[-1].id or after
+            if len(batch) < 1000:
+                break
+        for row in self.questions(stream, EVENT_QUESTIONS):
+            answer = row.get("answer")
+            evidence = answer.get("evidence") if isinstance(answer, dict) else None
+            for span in evidence if isinstance(evidence, list) else ():
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    spans.append((float(span["start"]), float(span["end"])))
+        return sorted(spans)
 
     # ----------------------------------------------------------------------------------- watches
 

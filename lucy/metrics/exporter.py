@@ -199,8 +199,13 @@ class MetricsExporter:
                                    "reason: thinned, expired (age), max_bytes, min_free (disk pressure).",
                                    ("stream", "reason"), registry=r)
         self.disk_free = Gauge("lucy_data_disk_free_bytes", "Free space on the data directory's disk.", registry=r)
-        self._freed_last: dict[tuple[str, str], int] = {}
-        self._stored_known: set[str] = set()
+        self.recording_bytes = Gauge("lucy_recording_stored_bytes", "Bytes of recorded segments on disk.", s,
+                                     registry=r)
+        self.recording_freed = Counter("lucy_recording_freed_bytes_total", "Bytes of recorded segments deleted by "
+                                       "retention, by reason: expired (age), min_free (disk pressure).",
+                                       ("stream", "reason"), registry=r)
+        self._freed_last: dict[Counter, dict[tuple[str, str], int]] = {}
+        self._stored_known: dict[Gauge, set[str]] = {}
         # standing questions, from the alert follower (set ``alerts`` to its stats); ``sink`` is sse, mqtt or
         # webhook, ``outcome`` one of DeliveryStats' few outcomes
         self.alerts: DeliveryStats | None = None
@@ -342,21 +347,29 @@ class MetricsExporter:
 
     def _map_retention(self, stats: RetentionStats) -> None:
         stored, freed, disk_free = stats.snapshot()
-        for name, nbytes in stored.items():
-            self.frame_bytes.labels(name).set(nbytes)
-        for name in self._stored_known - set(stored):
-            self.frame_bytes.remove(name)
-        self._stored_known = set(stored)
-        for key, total in freed.items():
-            last = self._freed_last.get(key, 0)
-            delta = total - last if total >= last else total
-            self.frame_freed.labels(*key).inc(delta)
-            self._freed_last[key] = total
-        for key in set(self._freed_last) - set(freed):
-            self.frame_freed.remove(*key)
-            del self._freed_last[key]
+        self._map_storage(self.frame_bytes, stored, self.frame_freed, freed)
+        recorded, recording_freed = stats.recording_snapshot()
+        self._map_storage(self.recording_bytes, recorded, self.recording_freed, recording_freed)
         if disk_free is not None:
             self.disk_free.set(disk_free)
+
+    def _map_storage(self, gauge: Gauge, stored: dict[str, int], counter: Counter,
+                     freed: dict[tuple[str, str], int]) -> None:
+        """Bytes stored per stream onto ``gauge``, running totals of bytes freed onto ``counter`` (a total that went
+        down is a restarted count); streams and keys that are gone lose their series."""
+        for name, nbytes in stored.items():
+            gauge.labels(name).set(nbytes)
+        for name in self._stored_known.get(gauge, set()) - set(stored):
+            gauge.remove(name)
+        self._stored_known[gauge] = set(stored)
+        last_totals = self._freed_last.setdefault(counter, {})
+        for key, total in freed.items():
+            last = last_totals.get(key, 0)
+            counter.labels(*key).inc(total - last if total >= last else total)
+            last_totals[key] = total
+        for key in set(last_totals) - set(freed):
+            counter.remove(*key)
+            del last_totals[key]
 
     def mqtt(self) -> MqttMetrics:
         """The MQTT bridge's metrics, registered on the first call."""

@@ -141,14 +141,18 @@ class QuestionStats:
 
 class RetentionStats:
     """Frame storage as the retention maintainer sees it: each stream's stored frame bytes (as last measured),
-    bytes freed since the process started (by stream and reason), and the data disk's free space."""
+    bytes freed since the process started (by stream and reason), and the data disk's free space; the same two
+    figures for recordings (reasons ``expired`` and ``min_free``)."""
 
     REASONS = ("thinned", "expired", "max_bytes", "min_free")
+    RECORDING_REASONS = ("expired", "min_free")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.stored: dict[str, int] = {}
         self.freed: dict[tuple[str, str], int] = {}
+        self.recorded: dict[str, int] = {}
+        self.recording_freed: dict[tuple[str, str], int] = {}
         self.disk_free: int | None = None
         self.passes = 0
         self.failures = 0  # passes (or streams within one) that raised
@@ -163,15 +167,31 @@ class RetentionStats:
             key = (stream, reason)
             self.freed[key] = self.freed.get(key, 0) + nbytes
 
+    def measured_recording(self, stream: str, recorded_bytes: int) -> None:
+        with self._lock:
+            self.recorded[stream] = recorded_bytes
+
+    def record_recording_freed(self, stream: str, reason: str, nbytes: int) -> None:
+        assert reason in self.RECORDING_REASONS, reason
+        with self._lock:
+            key = (stream, reason)
+            self.recording_freed[key] = self.recording_freed.get(key, 0) + nbytes
+
     def forget(self, stream: str) -> None:
         """A stream that is no longer in the data directory."""
         with self._lock:
             self.stored.pop(stream, None)
+            self.recorded.pop(stream, None)
             self.freed = {k: v for k, v in self.freed.items() if k[0] != stream}
+            self.recording_freed = {k: v for k, v in self.recording_freed.items() if k[0] != stream}
 
     def snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int], int | None]:
         with self._lock:
             return dict(self.stored), dict(self.freed), self.disk_free
+
+    def recording_snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        with self._lock:
+            return dict(self.recorded), dict(self.recording_freed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ the bad inputs, and recordings under retention."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,8 @@ from lucy.ingest.clips import ClipRangeError, clip_url, make_clip
 from lucy.ingest.recording import SegmentWriter, file_span, repair
 from lucy.ingest.retention import RetentionMaintainer
 from lucy.ingest.segments import list_segments, recordings_dir
+from lucy.metrics.exporter import MetricsExporter
+from lucy.metrics.stats import RetentionStats
 from lucy.synth import PALETTE, Scene, write_video
 from lucy.wiring import open_frames
 
@@ -283,6 +286,76 @@ def test_retention_deletes_old_segments_and_the_oldest_first_under_disk_pressure
         assert [s.start for s in _segments(folder)] == [s.start for s in kept[2:]]
         assert report.freed == {("cam", "recording_min_free"): need}
         assert frames.open("cam").available_from() == 0.0  # every frame is still there
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Shown:
+    """The memory retention asks: everything captioned, and the spans alerts and answers showed."""
+
+    def __init__(self, spans: list[tuple[float, float]]) -> None:
+        self.spans = spans
+
+    def captioned_until(self, stream: str) -> float:
+        return math.inf
+
+    def event_spans(self, stream: str) -> list[tuple[float, float]]:
+        return sorted(self.spans)
+
+
+def test_segments_people_were_shown_are_kept_longer_and_go_last(tmp_path, stored, video, monkeypatch):
+    settings = stored.model_copy(update={
+        "recording": stored.recording.model_copy(update={"retention_days": 1e-4, "event_retention_days": 1.0}),
+        "retention": stored.retention.model_copy(update={"min_free_bytes": 0})})
+    folder = recordings_dir(settings.data, "cam")
+    shutil.rmtree(folder, ignore_errors=True)
+    record(video, folder, 2.0)
+    try:
+        before = _segments(folder)
+        frames = open_frames(settings)
+        old = [s for s in before if s.end <= SECONDS - 8.64]  # past retention_days (8.64 s behind the newest end)
+        shown = old[1]
+        memory = _Shown([(shown.start + 0.5, shown.start + 0.6)])  # an alert inside one old segment
+        RetentionMaintainer(settings, frames=frames, memory=memory).run_once()
+        assert [s.start for s in _segments(folder)] == [shown.start] + [s.start for s in before if s not in old]
+        # Past event_retention_days too, it goes.
+        short = settings.model_copy(update={"recording": settings.recording.model_copy(
+            update={"event_retention_days": 1e-4})})  # as long as retention_days: kept no longer
+        RetentionMaintainer(short, frames=frames, memory=memory).run_once()
+        assert shown.start not in [s.start for s in _segments(folder)]
+
+        # Under disk pressure the shown segment is deleted after the others, though it is the oldest.
+        shutil.rmtree(folder)
+        record(video, folder, 2.0)
+        segments = _segments(folder)
+        memory = _Shown([(segments[0].start, segments[0].end)])
+        floor = 10_000_000
+        need = sum(s.size for s in segments[:3])  # three segments' worth
+        recorded = sum(s.size for s in segments)
+
+        def usage(_path: object) -> shutil._ntuple_diskusage:
+            free = floor - need + (recorded - sum(s.size for s in _segments(folder)))
+            return shutil._ntuple_diskusage(100 * floor, 100 * floor - free, free)
+
+        monkeypatch.setattr(retention.shutil, "disk_usage", usage)
+        pressed = stored.model_copy(update={"retention": stored.retention.model_copy(
+            update={"min_free_bytes": floor})})
+        stats = RetentionStats()
+        report = RetentionMaintainer(pressed, frames=frames, memory=memory, stats=stats).run_once()
+        left = [s.start for s in _segments(folder)]
+        assert segments[0].start in left
+        assert sum(s.size for s in segments if s.start not in left) >= need
+        assert report.freed[("cam", "recording_min_free")] == sum(s.size for s in segments if s.start not in left)
+        recorded_now, freed = stats.recording_snapshot()
+        assert recorded_now["cam"] == sum(s.size for s in _segments(folder))
+        assert freed == {("cam", "min_free"): report.freed[("cam", "recording_min_free")]}
+        exporter = MetricsExporter()
+        exporter.retention = stats
+        exporter.update([])
+        text = exporter.render().decode()
+        assert f'lucy_recording_stored_bytes{{stream="cam"}} {float(recorded_now["cam"])}' in text
+        assert (f'lucy_recording_freed_bytes_total{{reason="min_free",stream="cam"}} '
+                f'{float(freed[("cam", "min_free")])}') in text
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -18,6 +18,7 @@ from lucy.ingest.segments import list_segments, recordings_dir
 from lucy.wiring import open_frames
 
 FPS = 15  # the RTSP server's test pattern, a keyframe every 15 frames
+AUDIO_LEAD = 0.5  # most seconds the sound of a connection may run ahead of its pictures on a loaded machine
 
 
 def ffprobe(path) -> dict:
@@ -65,7 +66,9 @@ def test_rtsp_stream_is_recorded_in_segments_across_a_reconnect(tmp_path, rtsp_s
     for segment in segments:
         length = segment.end - segment.start
         probed = ffprobe(segment.path)
-        assert float(probed["format"]["duration"]) == pytest.approx(length, abs=3.0 / FPS)
+        # the sound of a connection can run ahead of its pictures (RTP tracks arrive apart): a file may hold some
+        # past its last picture
+        assert float(probed["format"]["duration"]) == pytest.approx(length, abs=3.0 / FPS + AUDIO_LEAD)
         assert [s["codec_name"] for s in probed["streams"]] == ["h264", "aac"]  # the sound is kept
         assert pictures(segment.path) == pytest.approx(length * FPS, abs=2)
         assert length >= 2.0 - 1.0 / FPS or segment in (across[0][0], segments[-1])  # cut at segment_seconds

@@ -212,6 +212,20 @@ def test_question_history(memory):
         memory.set_answer(999_999, {"answer": "x"})
 
 
+def test_event_spans_are_alerts_and_answers_evidence(memory):
+    watch = memory.add_watch("cam", "a van?")
+    memory.add_alert(_alert(watch.id, start=120))
+    memory.add_alert(_alert(memory.add_watch("lobby", "anyone?").id, stream="lobby", start=5))
+    answered = memory.add_question("cam", "What plate?")
+    memory.set_answer(answered, {"answer": "KX", "evidence": [{"start": 30, "end": 45, "level": "fine"},
+                                                              {"start": "bad"}]})
+    memory.add_question("cam", "Still running?")
+    failed = memory.add_question("cam", "Broke?")
+    memory.set_answer(failed, {"error": "model down"})
+    assert memory.event_spans("cam") == [(30.0, 45.0), (120.0, 180.0)]
+    assert memory.event_spans("lobby") == [(5.0, 65.0)] and memory.event_spans("none") == []
+
+
 def test_delete_stream_forgets_nodes_search_vectors_history_and_watches(memory):
     kept = memory.add(coarse(0, 60, "a red van", stream="lobby"))
     parent = memory.add(coarse(0, 60, "a red van at the gate"))

@@ -253,6 +253,17 @@ def test_bad_clip_requests_say_why(tmp_path, stored):
 # ------------------------------------------------------------------------------------------------ retention
 
 
+def _press(monkeypatch: pytest.MonkeyPatch, folder: Path, floor: int, need: int) -> None:
+    """A disk whose free space is ``need`` bytes short of ``floor`` and grows as the folder's segments go."""
+    recorded = sum(s.size for s in _segments(folder))
+
+    def usage(_path: object) -> shutil._ntuple_diskusage:
+        free = floor - need + (recorded - sum(s.size for s in _segments(folder)))
+        return shutil._ntuple_diskusage(100 * floor, 100 * floor - free, free)
+
+    monkeypatch.setattr(retention.shutil, "disk_usage", usage)
+
+
 def test_retention_deletes_old_segments_and_the_oldest_first_under_disk_pressure(tmp_path, stored, video,
                                                                                monkeypatch):
     settings = stored.model_copy(update={
@@ -273,13 +284,7 @@ def test_retention_deletes_old_segments_and_the_oldest_first_under_disk_pressure
         # Disk pressure: free space grows as segments go; the floor needs two of them gone, and no frame.
         floor = 10_000_000
         need = sum(s.size for s in kept[:2])
-        recorded = sum(s.size for s in kept)
-
-        def usage(_path: object) -> shutil._ntuple_diskusage:
-            free = floor - need + (recorded - sum(s.size for s in _segments(folder)))
-            return shutil._ntuple_diskusage(100 * floor, 100 * floor - free, free)
-
-        monkeypatch.setattr(retention.shutil, "disk_usage", usage)
+        _press(monkeypatch, folder, floor, need)
         settings = settings.model_copy(update={"retention": settings.retention.model_copy(
             update={"min_free_bytes": floor}), "recording": stored.recording})
         report = RetentionMaintainer(settings, frames=frames).run_once()
@@ -331,13 +336,7 @@ def test_segments_people_were_shown_are_kept_longer_and_go_last(tmp_path, stored
         memory = _Shown([(segments[0].start, segments[0].end)])
         floor = 10_000_000
         need = sum(s.size for s in segments[:3])  # three segments' worth
-        recorded = sum(s.size for s in segments)
-
-        def usage(_path: object) -> shutil._ntuple_diskusage:
-            free = floor - need + (recorded - sum(s.size for s in _segments(folder)))
-            return shutil._ntuple_diskusage(100 * floor, 100 * floor - free, free)
-
-        monkeypatch.setattr(retention.shutil, "disk_usage", usage)
+        _press(monkeypatch, folder, floor, need)
         pressed = stored.model_copy(update={"retention": stored.retention.model_copy(
             update={"min_free_bytes": floor})})
         stats = RetentionStats()

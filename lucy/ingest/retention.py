@@ -283,12 +283,14 @@ class RetentionMaintainer:
         no alert or evidence overlaps while there is one, else the oldest of those."""
         found: tuple[bool, float, str, Segment] | None = None
         for name, store in stores.items():
+            segments = list_segments(self.data, name)
+            if not segments:  # not recorded: no frame store read, no memory asked
+                continue
             info = store.info()
             base = info.wall_start if info.wall_start is not None else float(info.created or 0.0)
-            segments = list_segments(self.data, name)
             plain = next((s for s in segments if not self._shown(name, s, report)), None)
-            segment = plain if plain is not None else next(iter(segments), None)
-            if segment is not None and (found is None or (plain is None, base + segment.start) < found[:2]):
+            segment = plain if plain is not None else segments[0]
+            if found is None or (plain is None, base + segment.start) < found[:2]:
                 found = (plain is None, base + segment.start, name, segment)
         return None if found is None else (found[2], found[3])
 

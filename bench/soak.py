@@ -26,9 +26,11 @@ the server's RSS (target: p95 <= 50 ms at N, and RSS flat).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,7 +84,8 @@ def process_figures(pid: int) -> dict[str, float]:
     status = Path(f"/proc/{pid}/status").read_text().splitlines()
     field = {line.split(":")[0]: line.split(":")[1].split() for line in status}
     return {"fds": len(os.listdir(f"/proc/{pid}/fd")), "rss_mb": int(field["VmRSS"][0]) / 1024,
-            "threads": int(field["Threads"][0])}
+            "threads": int(field["Threads"][0]),  # resident pages: anonymous (heaps, arenas) and of mapped files
+            "anon_mb": int(field["RssAnon"][0]) / 1024, "file_mb": int(field["RssFile"][0]) / 1024}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -360,6 +363,7 @@ BUDGET_TEMPLATES = ["How many {w} were shown?", "When was the {w} first seen?", 
                     "What colour was the {w}?", "What did the {w} sign say?", "Which came first, the {w} or the {v}?",
                     "What happened after the {w} appeared?", "How long was the {w} in view?",
                     "Where was the {w} compared to the {v}?", "What was written under the {w}?"]
+BUDGET_READINGS = 9
 BUDGET_WORDS = ("van plate platform train store door box square circle person sign clock bus gate exit ticket light "
                 "window car bag truck tree dog screen arrow banner board letter number poster shelf lamp bottle "
                 "bicycle umbrella cup chair desk phone camera bridge tower road river").split()
@@ -383,7 +387,9 @@ def memory_figures(pid: int) -> dict[str, Any]:
     proc = psutil.Process(pid)
     info = proc.memory_full_info()
     maps = Path(f"/proc/{pid}/maps").read_text(errors="replace")
+    status = process_figures(pid)
     return {"rss": info.rss / 2**20, "uss": info.uss / 2**20, "threads": proc.num_threads(),
+            "anon": status["anon_mb"], "file": status["file_mb"],
             "models": [name for name, lib in MODEL_LIBRARIES.items() if lib in maps]}
 
 
@@ -425,14 +431,33 @@ class MemoryBudget:
         self.log.close()
 
     def sample(self, mark: str) -> None:
-        figures = {"server": memory_figures(self.server.pid)}
+        """Each process's figures at ``mark``: the median of :data:`BUDGET_READINGS` readings a second apart (a
+        worker reads a span's frames for its caption for some seconds of every minute: one reading would say
+        whether a caption was in flight as much as whether memory grew), with the highest RSS read beside it."""
+        import psutil
+
+        pids = {"server": self.server.pid}
         for name in self.streams:
             pid = self.http.get(f"/v1/streams/{name}").json().get("worker_pid")
             if pid:
-                figures[f"worker {name}"] = memory_figures(pid)
+                pids[f"worker {name}"] = pid
+        readings: dict[str, list[dict[str, Any]]] = {who: [] for who in pids}
+        for k in range(BUDGET_READINGS):
+            if k:
+                time.sleep(1.0)
+            for who, pid in pids.items():
+                with contextlib.suppress(psutil.Error, OSError):  # a worker whose stream just ended
+                    readings[who].append(memory_figures(pid))
+        figures = {}
+        for who, taken in readings.items():
+            if taken:
+                figures[who] = {**taken[-1], **{key: statistics.median(r[key] for r in taken)
+                                                for key in ("rss", "uss", "anon", "file")},
+                                "rss_peak": max(r["rss"] for r in taken)}
         self.samples[mark] = figures
-        print(f"  {mark}: " + ", ".join(f"{who} {f['rss']:.0f} MiB ({', '.join(f['models']) or 'no model'})"
-                                        for who, f in figures.items()), flush=True)
+        print(f"  {mark}: " + ", ".join(f"{who} {f['rss']:.0f} MiB (peak {f['rss_peak']:.0f}; "
+                                        f"{', '.join(f['models']) or 'no model'})" for who, f in figures.items()),
+              flush=True)
 
     def run(self) -> None:
         n = len(self.questions)
@@ -452,7 +477,17 @@ class MemoryBudget:
         for who in self.samples[marks[-1]]:
             row = [self.samples[m].get(who, {}).get("rss", float("nan")) for m in marks]
             print(f"{who:<16}" + "".join(f"{v:>18.1f}" for v in row) + f"{row[-1] / row[2]:>15.3f}")
-        print("  (target: end within 10% of warm-up)")
+        print("  (target: end within 10% of warm-up; each figure the median of "
+              f"{BUDGET_READINGS} readings a second apart)")
+        print(f"{'peak RSS MiB':<16}" + "".join(f"{m:>18}" for m in marks))
+        for who in self.samples[marks[-1]]:
+            print(f"{who:<16}" + "".join(f"{self.samples[m].get(who, {}).get('rss_peak', float('nan')):>18.1f}"
+                                         for m in marks))
+        print(f"{'anon / file MiB':<16}" + "".join(f"{m:>18}" for m in marks))
+        for who in self.samples[marks[-1]]:
+            print(f"{who:<16}" + "".join(
+                f"{self.samples[m][who]['anon']:>10.0f} /{self.samples[m][who]['file']:>5.0f}" if who in self.samples[m]
+                else f"{'':>18}" for m in marks))
         for who, end in self.samples[marks[-1]].items():
             start = self.samples[marks[0]].get(who, end)
             paid = [m for m in end["models"] if m in costs]

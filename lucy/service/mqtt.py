@@ -4,6 +4,9 @@ Topics (``<p>`` is ``mqtt.topic_prefix``, default ``lucy``):
 
 - ``<p>/<stream>/questions`` (in): ``{"id": ..., "question": "...", "options": [...]}``
 - ``<p>/<stream>/answers`` (out): ``{"id": ..., "stream": ..., <the answer object>}``, or ``{"id": ..., "error": ...}``
+- ``<p>/_all/questions`` (in) and ``<p>/_all/answers`` (out): a question across every stream (``"streams": [...]``
+  in the payload: only those), answered as ``POST /v1/questions`` answers it (``_all`` is
+  :data:`lucy.config.ALL_STREAMS`, a name no stream can take)
 - ``<p>/<stream>/captions`` (out): each new memory node, as the API shows it
 - ``<p>/<stream>/alerts`` (out): each alert of the stream's watches, with its ``frame_url``
   (:mod:`lucy.watch.delivery` posts them through :meth:`MqttBridge.post`)
@@ -50,6 +53,7 @@ from urllib.parse import urlsplit
 import aiomqtt
 
 from lucy import __version__
+from lucy.config import ALL_STREAMS
 from lucy.config.settings import MqttSettings
 from lucy.errors import LucyError
 from lucy.redaction import redact_url
@@ -385,7 +389,8 @@ class MqttBridge:
                 raise InvalidRequest("\"question\" must be a string")
             if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
                 raise InvalidRequest("\"options\" must be a list of strings")
-            result = await self.svc.questions.ask(stream, question, options)
+            target = await self._streams_asked(body) if stream == ALL_STREAMS else stream
+            result = await self.svc.questions.ask(target, question, options)
             self.post(topic, _json({"id": qid, "stream": stream, **result.to_json()}))
         except asyncio.CancelledError:
             raise
@@ -397,6 +402,18 @@ class MqttBridge:
             log.exception("mqtt question about %s failed", stream)
             self.post(topic, _json({"id": qid, "stream": stream, "error": f"internal error: {type(err).__name__}",
                                     "status": 500}))
+
+    async def _streams_asked(self, body: dict[str, Any]) -> list[str]:
+        """The streams a question on ``<p>/_all/questions`` is about: its ``streams``, or every stream."""
+        streams = body.get("streams")
+        if streams is None:
+            names = sorted(await asyncio.to_thread(self.svc.manager.names))
+            if not names:
+                raise InvalidRequest("the data directory holds no stream yet: add one and ask again")
+            return names
+        if not isinstance(streams, list) or not streams or not all(isinstance(n, str) for n in streams):
+            raise InvalidRequest("\"streams\" must be a list of stream names (leave it out to ask every stream)")
+        return list(dict.fromkeys(streams))
 
     # ------------------------------------------------------------------------------------ shutdown
 

@@ -14,9 +14,13 @@ import re
 from typing import Any
 from urllib.parse import quote
 
+from lucy.ingest.clips import clip_url
 from lucy.perception.objects import ObservationStore, TrackedObject
 
 MAX_OBJECTS = 5000
+# A tracked object's clip: its whole life, or the first minute of one that stayed longer (a van parked all day is
+# seen arriving), well within the clip route's longest clip (recording.max_clip_seconds, 300 s by default).
+OBJECT_CLIP_SECONDS = 60.0
 # A label as the API takes it: COCO's names are lower-case words ("person", "sports ball", "cell phone"), and
 # "vehicle" stands for every vehicle class.
 LABEL = re.compile(r"^[a-z][a-z ]{0,39}$")
@@ -40,6 +44,8 @@ def object_json(track: TrackedObject) -> dict[str, Any]:
         "best_time": round(track.best_time, 3), "best_box": [round(v, 4) for v in track.best_box],
         "active": track.active,
         "snapshot_url": snapshot_url(track.stream, track.track_id) if track.has_snapshot else None,
+        "clip_url": clip_url(track.stream, track.first_seen,
+                             min(track.last_seen, track.first_seen + OBJECT_CLIP_SECONDS)),
     }
 
 

@@ -410,6 +410,8 @@ class ObjectOut(BaseModel):
     active: bool = Field(description="Still tracked (it has not left or been lost yet).")
     snapshot_url: str | None = Field(description="A JPEG of its best frame with its box drawn (GET it with the same "
                                                  "token); null when none was kept (e.g. detect.snapshots = false).")
+    clip_url: str = Field(description="The clip of it to watch (GET /v1/streams/{s}/clip with the same token): its "
+                                      "whole time in view, or the first minute of a longer stay.")
 
 
 class ObjectList(BaseModel):

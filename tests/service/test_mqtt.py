@@ -110,6 +110,17 @@ def test_mqtt_bridge(lucy_server: Callable[..., LucyServer], mosquitto: Mosquitt
         watcher.publish("lucy/gate/questions", {"id": "q-1", "question": "What number plate was shown?"})
         answer = _answer(watcher, "q-1")
         assert answer["stream"] == "gate" and answer["trace"] and "confident" in answer and "error" not in answer
+        # ... and across every stream on lucy/_all (the stream with no frames is left out), or the streams named
+        watcher.publish("lucy/_all/questions", {"id": "q-all", "question": "What number plate was shown?"})
+        across = _answer(watcher, "q-all", stream="_all")
+        assert "error" not in across and across["trace"], across
+        # (only gate has frames: the question is gate's, as POST /v1/questions answers it)
+        assert across.get("streams", [across["stream"]]) == ["gate"], across
+        assert {e.get("stream", "gate") for e in across["evidence"]} <= {"gate"}
+        watcher.publish("lucy/_all/questions", {"id": "q-none", "question": "Who?", "streams": ["nosuch"]})
+        watcher.publish("lucy/_all/questions", {"id": "q-str", "question": "Who?", "streams": "gate"})
+        assert _answer(watcher, "q-none", stream="_all")["status"] == 404
+        assert _answer(watcher, "q-str", stream="_all")["status"] == 422
         # Bad questions get an error reply (with the id when there is one), and the bridge carries on.
         watcher.publish("lucy/gate/questions", b"{not json")
         watcher.publish("lucy/gate/questions", {"id": "q-2", "question": ""})

@@ -83,7 +83,8 @@ def test_objects_route_filters_by_label_and_time_and_serves_snapshots(lucy_serve
             "entered": "left", "exited": "right", "moving": True, "attributes": {"upper": "red", "lower": "blue"},
             "score": 0.81, "path": [{"time": 2.0, "x": 0.1, "y": 0.5}, {"time": 8.0, "x": 0.9, "y": 0.5}],
             "best_time": 2.5, "best_box": [0.1, 0.2, 0.3, 0.6], "active": False,
-            "snapshot_url": f"/v1/streams/{STREAM}/objects/2/snapshot.jpg"}
+            "snapshot_url": f"/v1/streams/{STREAM}/objects/2/snapshot.jpg",
+            "clip_url": f"/v1/streams/{STREAM}/clip?from=2&to=8"}
         assert body["objects"][0]["active"] and body["objects"][0]["exited"] is None
         assert body["objects"][0]["moving"] is False
 
@@ -99,6 +100,13 @@ def test_objects_route_filters_by_label_and_time_and_serves_snapshots(lucy_serve
         assert ids(**{"from": 9, "to": 20}) == [1]  # the person left at 8, the truck came at 20
         limited = c.get(f"/v1/streams/{STREAM}/objects", params={"limit": 2}).json()
         assert [o["id"] for o in limited["objects"]] == [1, 2] and limited["truncated"] is True
+
+        # each object links to its clip: its time in view, or the first minute of a longer stay (the parked car
+        # tracked from 1 s to the end is shown arriving), a playable MP4 from the stored frames
+        assert body["objects"][0]["clip_url"] == f"/v1/streams/{STREAM}/clip?from=1&to=60"
+        clip = c.get(person["clip_url"])
+        assert clip.status_code == 200 and clip.headers["content-type"] == "video/mp4", clip.text[:200]
+        assert clip.content[4:8] == b"ftyp"
 
         snap = c.get(person["snapshot_url"])
         assert snap.status_code == 200 and snap.headers["content-type"] == "image/jpeg"
@@ -200,3 +208,12 @@ def test_tracks_that_appear_change_and_end_are_published_on_mqtt(lucy_server: Ca
             late.close()
     finally:
         watcher.close()
+
+
+def test_an_object_that_stays_links_to_the_clip_of_its_arrival() -> None:
+    from lucy.service.objects import OBJECT_CLIP_SECONDS, object_json
+
+    parked = object_json(track(9, "truck", 100.0, 30_000.0, moving=False, active=True))
+    assert parked["clip_url"] == f"/v1/streams/{STREAM}/clip?from=100&to={100 + OBJECT_CLIP_SECONDS:g}"
+    glimpse = object_json(track(10, "dog", 7.25, 7.5))  # shorter than a second: widened to one
+    assert glimpse["clip_url"] == f"/v1/streams/{STREAM}/clip?from=7.25&to=8.25"

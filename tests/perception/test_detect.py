@@ -203,3 +203,41 @@ def test_one_detector_serves_several_threads(clips, detector):
     with ThreadPoolExecutor(4) as pool:
         parallel = list(pool.map(detector.detect, frames * 3))
     assert parallel == serial * 3 and all(serial)
+
+
+def square_input(detector: NanoDetDetector, frame: np.ndarray) -> list[Detection]:
+    """What the detector finds when ``frame`` is padded to the shipped graph's square 416 x 416 input."""
+    h, w = frame.shape[:2]
+    side = max(h, w)
+    canvas = np.zeros((side, side, 3), np.uint8)  # black, as the letterbox pads
+    canvas[:h, :w] = frame
+    found = detector.detect(canvas)
+    return [Detection(d.label, (d.box[0] * side / w, d.box[1] * side / h, min(1.0, d.box[2] * side / w),
+                                min(1.0, d.box[3] * side / h)), d.score) for d in found]
+
+
+@pytest.mark.parametrize(("clip", "frame"), [("bikes.mp4", 108), ("bikes.mp4", 132), ("carphone_pristine.mp4", 60)])
+@pytest.mark.parametrize("aspect", [(16, 9), (3, 4), (4, 3)])
+def test_a_frame_of_any_shape_is_seen_as_on_the_square_input(clips, detector, clip, frame, aspect):
+    """The network reads a 16:9 frame as 416 x 256 (the short side in whole 32-pixel cells, not padded to 416): the
+    same objects as on the square input, boxes within a few pixels."""
+    picture = clips[clip][frame]
+    w, h = aspect
+    if w / h > picture.shape[1] / picture.shape[0]:  # crop the clip's frame to the aspect ratio
+        rows = round(picture.shape[1] * h / w)
+        picture = picture[:rows]
+    else:  # around 0.6 of the width, where the people of both clips are
+        cols = round(picture.shape[0] * w / h)
+        left = min(picture.shape[1] - cols, max(0, round(0.6 * picture.shape[1] - cols / 2)))
+        picture = picture[:, left:left + cols]
+    picture = cv2.resize(picture, (w * 80, h * 80))
+    shaped, square = detector.detect(picture), square_input(detector, picture)
+    strong = [d for d in square if d.score >= 0.6]
+    assert strong, square  # something to compare
+    for d in strong:
+        match = max((s for s in shaped if s.label == d.label), key=lambda s: iou(s.box, d.box), default=None)
+        assert match is not None and iou(match.box, d.box) > 0.85 and abs(match.score - d.score) < 0.15, (d, match)
+    assert len([d for d in shaped if d.score >= 0.6]) <= len([d for d in square if d.score >= 0.5])
+    assert nanodet.graph_for(NANODET_MODEL, 256, 416)  # and the graph refuses a side of part-cells
+    with pytest.raises(ValueError, match="whole 32-pixel cells"):
+        nanodet.graph_for(NANODET_MODEL, 250, 416)

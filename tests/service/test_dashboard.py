@@ -194,6 +194,19 @@ def test_dashboard_shows_streams_memory_and_answers(shared_server: LucyServer, v
                       ).status_code == 200
     wait.until(lambda d: d.execute_script(
         "return document.querySelectorAll('#question-list li.question').length") == 2)
+    # "every stream": the same box asks across all of them (POST /v1/questions), not the selected stream
+    browser.find_element(By.ID, "ask-all").click()
+    box.clear()
+    box.send_keys(question)
+    browser.find_element(By.ID, "ask-button").click()
+    wait.until(lambda d: d.find_element(By.ID, "ask-button").is_enabled()
+               and d.find_element(By.ID, "answer").is_displayed()
+               and d.find_elements(By.CSS_SELECTOR, "#trace li.step"))
+    assert browser.find_element(By.CSS_SELECTOR, "#answer .text").text not in ("", "(no answer)")
+    assert browser.execute_script(  # asked of every stream (with one stream in the data directory, of it alone)
+        "return performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname === "
+        "'/v1/questions').length") == 1
+    browser.find_element(By.ID, "ask-all").click()  # back to the selected stream
     assert not browser.execute_script(CLIPPED_NUMBERS)
     for width, height in ((1400, 1000), (390, 844)):
         browser.set_window_size(width, height)

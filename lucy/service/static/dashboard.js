@@ -716,9 +716,10 @@ $("#older-spans").addEventListener("click", () => {
   if (spans.oldest !== null) loadSpans(spans.oldest).catch((err) => setHealth(String(err.message || err), false));
 });
 
-async function showFrame(t) {
-  if (!state.selected) return;
-  const res = await api(streamPath("/frames?width=480&t=" + t));
+// The frame at ``t`` of the selected stream, or of ``stream`` (an answer across streams names its evidence's).
+async function showFrame(t, stream) {
+  if (!state.selected && !stream) return;
+  const res = await api(streamPath("/frames?width=480&t=" + t, stream));
   if (!res.ok) return;
   const img = $("#evidence-frame");
   if (img.dataset.url) URL.revokeObjectURL(img.dataset.url);
@@ -1071,8 +1072,10 @@ function answerFigures(a) {
 function evidenceLinks(evidence) {
   const ev = el("div", { class: "evidence-list" });
   for (const span of evidence || []) {
-    const a = el("button", { type: "button", class: "evidence link" }, fmtSpan(span.start, span.end));
-    a.addEventListener("click", (event) => { event.stopPropagation(); showFrame(span.start); });
+    const label = (span.stream && span.stream !== state.selected ? span.stream + " " : "") +
+      fmtSpan(span.start, span.end);
+    const a = el("button", { type: "button", class: "evidence link" }, label);
+    a.addEventListener("click", (event) => { event.stopPropagation(); showFrame(span.start, span.stream); });
     ev.append(a);
   }
   return ev;
@@ -1087,7 +1090,7 @@ function showAnswer(answer) {
     answerFigures(answer)));
   box.append(evidenceLinks(answer.evidence));
   box.hidden = false;
-  if (answer.evidence && answer.evidence.length) showFrame(answer.evidence[0].start);
+  if (answer.evidence && answer.evidence.length) showFrame(answer.evidence[0].start, answer.evidence[0].stream);
 }
 
 function handleEvent(kind, data) {
@@ -1126,13 +1129,15 @@ async function* serverEvents(res) {
   }
 }
 
-async function ask(question) {
+// A question about the selected stream, or (``across``) about every stream at once: POST /v1/questions, whose
+// evidence spans name their stream.
+async function ask(question, across) {
   $("#trace").replaceChildren();
   $("#answer").hidden = true;
   const button = $("#ask-button");
   button.disabled = true;
   try {
-    const res = await api(streamPath("/questions"), {
+    const res = await api(across ? "/v1/questions" : streamPath("/questions"), {
       method: "POST", body: JSON.stringify({ question: question }),
       headers: { "Content-Type": "application/json", "Accept": "text/event-stream" } });
     if (!res.ok) {
@@ -1428,7 +1433,8 @@ $("#search-form").addEventListener("submit", (event) => {
 $("#ask-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const q = $("#ask-input").value.trim();
-  if (q && state.selected) ask(q);
+  const across = $("#ask-all").checked;
+  if (q && (state.selected || across)) ask(q, across);
 });
 
 $("#token-form").addEventListener("submit", (event) => {

@@ -33,7 +33,8 @@ at 77-79 ms a frame, tesseract 85.4 % / 57.7 % at 98-139 ms (two passes). A coar
 Figures (objects, Dec 2026; 66 labelled frames, 351 people, 129 vehicles not partial): nanodet person P / R
 0.97 / 0.96 tune, 0.96 / 0.96 held-out; vehicles 1.00 / 1.00 tune, 1.00 / 0.87 held-out (0.22 on bikes.mp4: an
 out-of-focus van rear and a parked motorcycle missed); people in view within 1 on 87 % / 83 % of frames; 33-47 CPU
-ms a 1080p frame on the square 416 x 416 input (29.9 -> 21.9 in one run once a 16:9 frame is read as 416 x 256); tracked over the plaza clip 19 people for 20 walk-ins (13 individuals) by hand, and 10 first seen
+ms a 1080p frame on the square 416 x 416 input (29.9 -> 21.9 in one run once a 16:9 frame is read as
+416 x 256); tracked over the plaza clip 19 people for 20 walk-ins (13 individuals) by hand, and 10 first seen
 in its first 30 s (the tune part; 10 by hand) — 23 and 11 before lost objects were re-identified (Dec 2026, issue
 28: a person hidden in a group for 13 s is one object now); the tracker's people in view (its settled counts, as
 stored) within 1 on 90 % / 100 % of the tune / held-out labelled frames (73 % / 97 % when a frame counted only the

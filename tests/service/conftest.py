@@ -153,17 +153,30 @@ class LucyServer:
         log.close()
         return self.proc
 
-    def start(self, timeout: float = 90.0) -> LucyServer:
-        self.launch()
+    def start(self, timeout: float = 90.0, attempts: int = 3) -> LucyServer:
+        """Launch the server and wait until it is ready. A port that another process bound between
+        :func:`free_port` and the server's bind (parallel test workers pick ports at once) is replaced by a new one,
+        up to ``attempts`` times; any other exit fails the test."""
+        for attempt in range(1, attempts + 1):
+            logged = len(self.log())
+            self.launch()
+            outcome = wait_for(lambda since=logged, last=attempt == attempts: self._ready(since, last), timeout,
+                               "lucy serve to be ready")
+            if outcome != "port taken":
+                return self
+            self.config["service"]["port"] = free_port()
+        raise AssertionError("unreachable: the last attempt fails or returns")
 
-        def ready() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                pytest.fail(f"lucy serve exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            # Its own start line first: a port another test's server took meanwhile would answer /readyz too.
-            return f":{self.port} (" in self.log() and httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200
-
-        wait_for(ready, timeout, "lucy serve to be ready")
-        return self
+    def _ready(self, since: int, last: bool) -> bool | str:
+        """Whether the server launched last is ready (its log from ``since`` on is its own); "port taken" when it
+        exited because its port was bound by someone else and another attempt is left."""
+        log = self.log()[since:]
+        if self.proc is not None and self.proc.poll() is not None:
+            if "address already in use" in log and not last:
+                return "port taken"
+            pytest.fail(f"lucy serve exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+        # Its own start line first: a port another test's server took meanwhile would answer /readyz too.
+        return f":{self.port} (" in log and httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 90.0) -> int:
         """Stop the server (SIGTERM: a clean shutdown; SIGKILL: a crash) and return its exit status."""

@@ -84,8 +84,8 @@ class PostgresWatches:
         return replace(alert, id=int(self._run(write, write=True)[0]))
 
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
-               limit: int = 100) -> list[Alert]:
-        where, params = alert_filter(stream, watch_id, "%s")
+               limit: int = 100, start: float | None = None, end: float | None = None) -> list[Alert]:
+        where, params = alert_filter(stream, watch_id, "%s", start=start, end=end)
         rows = self._run(lambda c: c.execute(
             f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} AND id > %s ORDER BY id LIMIT %s",
             [*params, int(after_id), int(limit)]).fetchall())

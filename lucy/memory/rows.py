@@ -70,9 +70,11 @@ def alert_of(r: Sequence[Any]) -> Alert:
                  frame_time=r[7], level=r[8], created=r[9], event_end=r[10], llm_calls=r[11], caption_calls=r[12])
 
 
-def alert_filter(stream: str | None, watch_id: int | None, placeholder: str) -> tuple[str, list[object]]:
-    """The WHERE condition (and its parameters) of alerts of ``stream`` / ``watch_id`` when given; ``placeholder``
-    is the driver's parameter mark (``?`` for sqlite3, ``%s`` for psycopg)."""
+def alert_filter(stream: str | None, watch_id: int | None, placeholder: str, *, start: float | None = None,
+                 end: float | None = None) -> tuple[str, list[object]]:
+    """The WHERE condition (and its parameters) of alerts of ``stream`` / ``watch_id`` when given, and whose span
+    overlaps ``[start, end)`` of media time when those are given; ``placeholder`` is the driver's parameter mark
+    (``?`` for sqlite3, ``%s`` for psycopg)."""
     clauses, params = ["1 = 1"], []
     if stream is not None:
         clauses.append(f"stream = {placeholder}")
@@ -80,4 +82,10 @@ def alert_filter(stream: str | None, watch_id: int | None, placeholder: str) -> 
     if watch_id is not None:
         clauses.append(f"watch_id = {placeholder}")
         params.append(int(watch_id))
+    if start is not None:
+        clauses.append(f'"end" > {placeholder}')
+        params.append(float(start))
+    if end is not None:
+        clauses.append(f"start < {placeholder}")
+        params.append(float(end))
     return " AND ".join(clauses), params

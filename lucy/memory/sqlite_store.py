@@ -561,8 +561,8 @@ class SQLiteMemoryStore(SQLiteObservations, MemoryStore):
             return replace(alert, id=int(cur.lastrowid))
 
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
-               limit: int = 100) -> list[Alert]:
-        where, params = alert_filter(stream, watch_id, "?")
+               limit: int = 100, start: float | None = None, end: float | None = None) -> list[Alert]:
+        where, params = alert_filter(stream, watch_id, "?", start=start, end=end)
         rows = self._db().execute(f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where} AND id > ? ORDER BY id LIMIT ?",
                                   [*params, int(after_id), int(limit)])
         return [alert_of(r) for r in rows]

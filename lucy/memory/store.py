@@ -300,8 +300,9 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def alerts(self, stream: str | None = None, *, watch_id: int | None = None, after_id: int = 0,
-               limit: int = 100) -> list[Alert]:
-        """Alerts with an id above ``after_id``, oldest first (of ``stream`` / ``watch_id`` when given)."""
+               limit: int = 100, start: float | None = None, end: float | None = None) -> list[Alert]:
+        """Alerts with an id above ``after_id``, oldest first (of ``stream`` / ``watch_id`` when given; with
+        ``start`` / ``end``, those whose span overlaps ``[start, end)`` of media time)."""
 
     @abstractmethod
     def latest_alert(self, stream: str | None = None, *, watch_id: int | None = None) -> Alert | None:

@@ -121,9 +121,10 @@ def timeline(svc: Service, name: str, start: float, end: float | None) -> dict[s
     frames = _frames(svc, name)
     page = objects.objects_page(svc.memory, name, label=None, start=start if start > 0 else None, end=end,
                                 limit=MAX_OBJECTS)
-    alerts = [alert_json(a) for a in svc.memory.alerts(name, limit=MAX_ALERTS + 1)]
+    # the window's alerts, read by their span in SQL: a stream's older alerts never crowd out a later window's
+    alerts = [alert_json(a) for a in svc.memory.alerts(name, start=start, end=end, limit=MAX_ALERTS + 1)]
     alerts_truncated = len(alerts) > MAX_ALERTS
-    alerts = [a for a in alerts[:MAX_ALERTS] if a["end"] > start and (end is None or a["start"] < end)]
+    alerts = alerts[:MAX_ALERTS]
     recordings, recordings_truncated = recorded(svc, name, frames["end"] or 0.0)
     texts, texts_truncated = _texts(svc, name, start, end)
     questions = _questions(svc, name, start, end)

@@ -305,6 +305,9 @@ def test_watches_alerts_cursors_and_progress(memory):
     assert memory.alerts() == [first, second, third]
     assert memory.alerts("cam") == [first, third] and memory.alerts(watch_id=w2.id) == [second]
     assert memory.alerts(after_id=first.id, limit=1) == [second]
+    # by media time: the alerts whose span overlaps [start, end) (0-60 and 60-120 touch, never overlap)
+    assert memory.alerts("cam", start=60) == [third] and memory.alerts("cam", end=60) == [first]
+    assert memory.alerts("cam", start=30, end=90) == [first, third] and memory.alerts("cam", start=120) == []
     assert memory.latest_alert() == third and memory.latest_alert("lobby") == second
     assert memory.latest_alert(watch_id=w1.id) == third
     assert memory.delete_watch(w1.id) and not memory.delete_watch(w1.id)

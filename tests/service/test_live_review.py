@@ -133,8 +133,9 @@ def test_dashboard_shows_the_live_picture_and_stops_it_when_hidden(shared_server
     # scrolled out of view, the live view closes (the server's slot is freed with it); back in view, it reopens
     browser.execute_script("document.getElementById('watches-panel').scrollIntoView()")
     wait.until(lambda d: d.execute_script("return live.controller === null"))
-    browser.execute_script("document.getElementById('live-panel').scrollIntoView()")
+    # (read while closed: once back in view the page may reopen it, and count anew, before a read after the scroll)
     frames = int(browser.execute_script("return Number(document.getElementById('live-picture').dataset.frames)"))
+    browser.execute_script("document.getElementById('live-panel').scrollIntoView()")
     wait.until(lambda d: d.execute_script("return live.controller !== null"))
     wait.until(lambda d: d.execute_script(
         "return Number(document.getElementById('live-picture').dataset.frames) >= 1 && live.frames >= 1"))

@@ -163,9 +163,7 @@ class RetentionStats:
 
     def record_freed(self, stream: str, reason: str, nbytes: int) -> None:
         assert reason in self.REASONS, reason
-        with self._lock:
-            key = (stream, reason)
-            self.freed[key] = self.freed.get(key, 0) + nbytes
+        self._add(self.freed, stream, reason, nbytes)
 
     def measured_recording(self, stream: str, recorded_bytes: int) -> None:
         with self._lock:
@@ -173,9 +171,11 @@ class RetentionStats:
 
     def record_recording_freed(self, stream: str, reason: str, nbytes: int) -> None:
         assert reason in self.RECORDING_REASONS, reason
+        self._add(self.recording_freed, stream, reason, nbytes)
+
+    def _add(self, freed: dict[tuple[str, str], int], stream: str, reason: str, nbytes: int) -> None:
         with self._lock:
-            key = (stream, reason)
-            self.recording_freed[key] = self.recording_freed.get(key, 0) + nbytes
+            freed[stream, reason] = freed.get((stream, reason), 0) + nbytes
 
     def forget(self, stream: str) -> None:
         """A stream that is no longer in the data directory."""

@@ -406,14 +406,9 @@ class MqttBridge:
     async def _streams_asked(self, body: dict[str, Any]) -> list[str]:
         """The streams a question on ``<p>/_all/questions`` is about: its ``streams``, or every stream."""
         streams = body.get("streams")
-        if streams is None:
-            names = sorted(await asyncio.to_thread(self.svc.manager.names))
-            if not names:
-                raise InvalidRequest("the data directory holds no stream yet: add one and ask again")
-            return names
-        if not isinstance(streams, list) or not streams or not all(isinstance(n, str) for n in streams):
+        if streams is not None and (not isinstance(streams, list) or not all(isinstance(n, str) for n in streams)):
             raise InvalidRequest("\"streams\" must be a list of stream names (leave it out to ask every stream)")
-        return list(dict.fromkeys(streams))
+        return await self.svc.questions.streams_across(streams)
 
     # ------------------------------------------------------------------------------------ shutdown
 

@@ -227,6 +227,20 @@ class QuestionService:
         finally:
             stats.finished(record)
 
+    async def streams_across(self, streams: Sequence[str] | None) -> list[str]:
+        """The streams a question across streams asks (``POST /v1/questions``, MQTT's ``_all``): ``streams``, each
+        checked (:class:`StreamNotFound` for an unknown one), or every stream of the data directory (a
+        :class:`Conflict` when there is none: nothing to ask about yet)."""
+        if streams is None:
+            names = await asyncio.to_thread(self.manager.names)
+            if not names:
+                raise Conflict("the data directory holds no stream yet: add one (POST /v1/streams) and ask again")
+            return sorted(names)
+        wanted = list(dict.fromkeys(n.strip() for n in streams if n.strip()))
+        if not wanted:
+            raise InvalidRequest("streams names no stream: give their names, or leave it out to ask every stream")
+        return [await asyncio.to_thread(self.manager.require, n) for n in wanted]
+
     async def ask(self, stream: str | Sequence[str], question: str, options: Sequence[str] = (), *,
                   client_gone: Callable[[], Awaitable[bool]] | None = None) -> QueryResult:
         """The answer (the trace is in it; its ``to_json()`` is the answer object of the API).

@@ -4,10 +4,12 @@ the bad inputs, and recordings under retention."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import av
@@ -253,6 +255,22 @@ def test_bad_clip_requests_say_why(tmp_path, stored):
 # ------------------------------------------------------------------------------------------------ retention
 
 
+@contextlib.contextmanager
+def _recorded(stored: LucySettings, video: Path, **recording: float) -> Iterator[tuple[LucySettings, Path]]:
+    """``stored``'s settings with ``recording`` changes and no free-space floor, and the recordings folder of "cam"
+    holding ``video`` recorded afresh in 2-s segments (removed afterwards)."""
+    settings = stored.model_copy(update={
+        "recording": stored.recording.model_copy(update=recording),
+        "retention": stored.retention.model_copy(update={"min_free_bytes": 0})})
+    folder = recordings_dir(settings.data, "cam")
+    shutil.rmtree(folder, ignore_errors=True)
+    record(video, folder, 2.0)
+    try:
+        yield settings, folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _press(monkeypatch: pytest.MonkeyPatch, folder: Path, floor: int, need: int) -> None:
     """A disk whose free space is ``need`` bytes short of ``floor`` and grows as the folder's segments go."""
     recorded = sum(s.size for s in _segments(folder))
@@ -266,13 +284,7 @@ def _press(monkeypatch: pytest.MonkeyPatch, folder: Path, floor: int, need: int)
 
 def test_retention_deletes_old_segments_and_the_oldest_first_under_disk_pressure(tmp_path, stored, video,
                                                                                monkeypatch):
-    settings = stored.model_copy(update={
-        "recording": stored.recording.model_copy(update={"retention_days": 1e-4}),
-        "retention": stored.retention.model_copy(update={"min_free_bytes": 0})})
-    folder = recordings_dir(settings.data, "cam")
-    shutil.rmtree(folder, ignore_errors=True)
-    record(video, folder, 2.0)
-    try:
+    with _recorded(stored, video, retention_days=1e-4) as (settings, folder):
         before = _segments(folder)
         frames = open_frames(settings)
         # Age: 1e-4 days is 8.64 s behind the newest segment's end (20 s): segments ending by 11.36 s go.
@@ -291,8 +303,6 @@ def test_retention_deletes_old_segments_and_the_oldest_first_under_disk_pressure
         assert [s.start for s in _segments(folder)] == [s.start for s in kept[2:]]
         assert report.freed == {("cam", "recording_min_free"): need}
         assert frames.open("cam").available_from() == 0.0  # every frame is still there
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 class _Shown:
@@ -309,13 +319,7 @@ class _Shown:
 
 
 def test_segments_people_were_shown_are_kept_longer_and_go_last(tmp_path, stored, video, monkeypatch):
-    settings = stored.model_copy(update={
-        "recording": stored.recording.model_copy(update={"retention_days": 1e-4, "event_retention_days": 1.0}),
-        "retention": stored.retention.model_copy(update={"min_free_bytes": 0})})
-    folder = recordings_dir(settings.data, "cam")
-    shutil.rmtree(folder, ignore_errors=True)
-    record(video, folder, 2.0)
-    try:
+    with _recorded(stored, video, retention_days=1e-4, event_retention_days=1.0) as (settings, folder):
         before = _segments(folder)
         frames = open_frames(settings)
         old = [s for s in before if s.end <= SECONDS - 8.64]  # past retention_days (8.64 s behind the newest end)
@@ -355,8 +359,6 @@ def test_segments_people_were_shown_are_kept_longer_and_go_last(tmp_path, stored
         assert f'lucy_recording_stored_bytes{{stream="cam"}} {float(recorded_now["cam"])}' in text
         assert (f'lucy_recording_freed_bytes_total{{reason="min_free",stream="cam"}} '
                 f'{float(freed[("cam", "min_free")])}') in text
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_streams_own_recording_choice_overrides_the_servers(tmp_path):

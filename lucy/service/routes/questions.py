@@ -12,7 +12,7 @@ from sse_starlette import ServerSentEvent
 
 from lucy.query.events import QuestionAnswer, QuestionStep
 from lucy.service import memory_pages, sse
-from lucy.service.errors import Conflict, InvalidRequest, in_band_error
+from lucy.service.errors import in_band_error
 from lucy.service.schemas import AnswerOut, QuestionIn, QuestionsIn
 from lucy.service.state import Service, service
 
@@ -47,26 +47,12 @@ async def ask(name: str, body: QuestionIn, request: Request) -> Any:
              responses={200: {"content": {"application/json": {}, "text/event-stream": {}}}})
 async def ask_across(body: QuestionsIn, request: Request) -> Any:
     svc = service(request)
-    names = await _streams_of(svc, body.streams)
+    names = await svc.questions.streams_across(body.streams)
     if wants_sse(request):
         text, options = svc.questions.check(body.question, body.options)
         return sse.event_stream(_sse_answer(svc, names, text, options), svc.settings.service.sse_ping_seconds)
     result = await svc.questions.ask(names, body.question, body.options, client_gone=request.is_disconnected)
     return result.to_json()
-
-
-async def _streams_of(svc: Service, streams: list[str] | None) -> list[str]:
-    """The streams a question across streams is about, each checked (404 for an unknown one), or every stream of
-    the data directory (409 when there is none: nothing to ask about yet)."""
-    if streams is None:
-        names = await asyncio.to_thread(svc.manager.names)
-        if not names:
-            raise Conflict("the data directory holds no stream yet: add one (POST /v1/streams) and ask again")
-        return sorted(names)
-    wanted = list(dict.fromkeys(n.strip() for n in streams if n.strip()))
-    if not wanted:
-        raise InvalidRequest("streams names no stream: give their names, or leave it out to ask every stream")
-    return [await asyncio.to_thread(svc.manager.require, n) for n in wanted]
 
 
 @router.get("/v1/streams/{name}/questions", summary="Recent questions and their answers")

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from lucy.perception.labels import COCO_LABELS
 from lucy.perception.objects import ANIMALS, PERSON, VEHICLES
 
 
@@ -110,7 +111,8 @@ _GROUPS: dict[str, tuple[str, frozenset[str]]] = {
 _SYNONYMS: dict[str, str] = {
     **dict.fromkeys("person people persons pedestrian someone somebody anyone anybody everyone everybody man men "
                     "woman women child children kid kids human humans passerby passersby walker visitor guy lady "
-                    "boy girl individual".split(), "person"),
+                    "boy girl individual driver rider worker guard officer shopper tourist customer jogger "
+                    "runner".split(), "person"),
     **dict.fromkeys("vehicle car van truck lorry bus suv taxi cab pickup automobile".split(), "vehicle"),
     **dict.fromkeys("bicycle bike cyclist biker".split(), "bicycle"),
     **dict.fromkeys("motorcycle motorbike scooter moped".split(), "motorcycle"),
@@ -123,6 +125,13 @@ _SYNONYMS: dict[str, str] = {
     "boat": "boat", "train": "train", "airplane": "airplane", "plane": "airplane", "phone": "cell phone",
     "laptop": "laptop", "bottle": "bottle", "skateboard": "skateboard", "cow": "cow", "sheep": "sheep",
 }
+# Every other class the detector names is a noun of its own ("elephant", "giraffe", "traffic light"), except the
+# names that in a question about video mostly mean something else: a colour ("orange squares"), a piece of clothing
+# or a control ("tie", "remote", "mouse").
+_AMBIGUOUS_LABELS = frozenset({"orange", "tie", "remote", "mouse", "tv", "keyboard", "book"})
+_LABEL_NOUNS = {label: label for label in COCO_LABELS if " " not in label and label not in _AMBIGUOUS_LABELS}
+_LABEL_PHRASES = re.compile(r"\b(" + "|".join(sorted((re.escape(x) for x in COCO_LABELS if " " in x), key=len,
+                                                      reverse=True)) + r")s?\b")
 _IRREGULAR = {"people": "people", "children": "children", "men": "men", "women": "women", "buses": "bus",
               "passersby": "passersby", "ladies": "lady", "puppies": "puppy", "sheep": "sheep"}
 # "someone" and the like ask about a person without naming a class: they never turn a question into a count of them.
@@ -143,10 +152,15 @@ def _singular(word: str) -> str:
 
 
 def subject_of(text: str) -> Subject | None:
-    """The first noun of ``text`` that names an object class a detector knows, or None."""
-    for raw in _WORD.findall(text.lower()):
+    """The first noun of ``text`` that names an object class a detector knows (an everyday synonym of one, or
+    the class's own name: "elephant", "traffic light"), or None."""
+    t = text.lower()
+    if m := _LABEL_PHRASES.search(t):  # a class named in two words is named before any single word is read
+        label = m[1]
+        return Subject(m[0], label, frozenset({label}))
+    for raw in _WORD.findall(t):
         word = _singular(raw)
-        target = _SYNONYMS.get(word)
+        target = _SYNONYMS.get(word) or _LABEL_NOUNS.get(word)
         if target is None:
             continue
         name, labels = _GROUPS.get(target, (target, frozenset({target})))
@@ -209,7 +223,9 @@ _LAST_N = re.compile(rf"\b(?:last|final|past)\s+(?:{_AMOUNT}\s+)?{_UNIT}")
 _AFTER = re.compile(rf"\b(?:after|since|from)\s+({_POINT})(?:\s+(?:in|into|on))?")
 _BEFORE = re.compile(rf"\b(?:before|until|till|up to|by)\s+({_POINT})")
 _AT = re.compile(rf"\b(?:at|around|about)\s+({_CLOCK}|{_AMOUNT}\s*{_UNIT}\s+(?:in|into))")
-_START = re.compile(r"\b(?:at|in|near|during)\s+the\s+(?:very\s+)?(?:start|beginning|outset)\b|\bat first\b")
+_START = re.compile(r"\b(?:at|in|near|during)\s+the\s+(?:very\s+)?(?:start|beginning|outset)\b|\bat first\b|"
+                    r"\b(?:the\s+)?(?:first|opening|early|earliest)\s+(?:part|portion|section|stretch|bit|moments?)\b")
+_FIRST_HALF = re.compile(r"\b(?:the\s+)?first\s+half\b")
 _END = re.compile(r"\b(?:at|in|near|towards?|by)\s+the\s+(?:very\s+)?end\b|\bright now\b|\bnow\b|\bcurrently\b|"
                   r"\bat the moment\b|\bat present\b")
 
@@ -242,6 +258,8 @@ def period_of(text: str) -> Period:
     if m := _AT.search(t):
         at = _point_of(m[1])
         return Period(at, at, moment=True, words=m[0])
+    if m := _FIRST_HALF.search(t):
+        return Period(0.0, None, words=m[0], share=0.5)
     if m := _START.search(t):
         return Period(0.0, START_SECONDS, words=m[0], share=START_SHARE)
     if m := _END.search(t):
@@ -265,8 +283,10 @@ _BEYOND = _any(r"^\s*why\b|\bfor what reason\b|\bintend\w*|\bintention\w*|\bfeel
 _DURATION_Q = _any(r"\bhow long\b|\bfor how (?:many|much) (?:seconds|minutes|hours|time)\b|\bduration\b|"
                    r"\bhow much time\b")
 # "the number of dogs" counts; "the plate number of the van" names a text (a noun before "number").
-_COUNT = _any(r"\bhow many\b|(?:^|\b(?:the|a|total|what|whats|what's)\s+)number of\b|\bcount\b|\bhow much\b|"
-              r"\bwhat (?:is|was|were) the (?:most|maximum|max|fewest|least|largest|biggest)\b")
+_EXTREME = r"(?:most|maximum|max|fewest|least|minimum|min|largest|biggest|greatest|highest|smallest|lowest)"
+_COUNT = _any(r"\bhow many\b|(?:^|\b(?:the|a|total|what|whats|what's)\s+)(?:" + _EXTREME + r"\s+|overall\s+|"
+              r"exact\s+)?number of\b|\bcount\b|\bhow much\b|\b(?:what|the|a) total (?:of|number)\b|"
+              r"\bwhat (?:is|was|were) the " + _EXTREME + r"\b")
 _ORDER = _any(r"\b(?:came|come|appeared|appear|happened|showed up|arrived|shown|seen|first)\b.*\bor\b|"
               r"\bwhich\b.*\b(?:first|earlier|later|last|before|after)\b|\bin what order\b|\border\b|"
               r"^\s*(?:did|was|were|does|is)\b.*\b(?:before|after)\s+(?:the|a|an|it|they|he|she)\b")
@@ -291,13 +311,42 @@ _YES_NO = _any(r"^\s*(?:was|were|is|are|did|does|do|has|have|had|can|could|will|
 # screen is what is written on it, so it is a text question.
 _WHICH_THING = _any(r"^\s*(?:which|what)\s+(?P<noun>[a-z]+)\s+(?:is|was|were|are|has|had|does|did|do|will|can)\b")
 _AT_ONCE = _any(r"\bat once\b|\bat (?:the )?most\b|\bat the same time\b|\bsimultaneously\b|\bmaximum\b|"
-                r"\bmax\b|\bat a time\b|\bat one time\b|\bin one frame\b|\bpeak\b|\bmost\b")
+                r"\bmax\b|\bat a time\b|\bat one time\b|\bin one frame\b|\bpeak\b|\bmost\b|\btogether\b|"
+                r"\b(?:largest|biggest|greatest|highest) (?:number|count|crowd|group)\b")
 _STILL = _any(r"\b(?:stop|stopped|stops|park|parked|parks|wait|waited|waiting|stand|stood|standing|stay|stayed|"
               r"staying|sit|sat|sitting|remain\w*|idle)\b")
 _MOVING = _any(r"\b(?:walk\w*|drove|drive\w*|pass\w*|cross\w*|ran|run\w*|go(?:es|ne)?|went|move[ds]?|moving|"
                r"enter\w*|leave|left|arriv\w*|came|come|through|by)\b")
 _COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white", "gray", "grey",
             "silver")
+
+
+# "Are the people in the square late?", "Is the driver lost?": a yes-or-no question that says what a thing *is*
+# (a copula, then the thing, then what is said of it) asks about a state the detector observes only when what is said
+# of it can be seen: being there or in view, a place, a colour, a way of moving or standing (any "-ing" word), a
+# size. Anything else (late, lost, angry, married, in a hurry) is beyond the observations.
+_COPULA_Q = _any(r"^\s*(?:is|are|was|were)\s+(?!there\b|it\b|this\b|that\b|anything\b|something\b)(?P<rest>.+)$")
+_PLACE_PHRASE = re.compile(r"^(?:in|on|at|near|by|inside|outside|behind|under|across|beside|next to|in front of)\s+"
+                           r"(?:the\s+|a\s+|an\s+|this\s+|that\s+)?[a-z]+(?:\s+(?:area|side|corner|lane|part))?\s*")
+_SEEN_STATE = _any(r"\b(?:visible|seen|shown|present|there|here|around|in (?:view|frame|shot|sight|the (?:picture|"
+                   r"frame|image|video|scene))|on (?:screen|camera|(?:the )?(?:left|right))|(?!\w*thing\b)\w+ing|"
+                   r"moving|still|parked|gone|left|right|top|bottom|middle|centre|center|inside|outside|alone|together|open|closed|shut|"
+                   r"empty|full|big|small|large|little|tall|short|wide|long|dressed|wearing|carrying|holding|"
+                   r"red|orange|yellow|green|blue|purple|pink|brown|black|white|gr[ae]y|silver|dark|light|"
+                   r"one|two|three|four|five|\d+|more|fewer|any|many|several)\b")
+
+
+def _beyond_observation(t: str) -> bool:
+    """Whether ``t``, a yes-or-no question, says of an object class something no detector observes (see
+    :data:`_COPULA_Q`)."""
+    m = _COPULA_Q.search(t.rstrip("?. "))
+    subject = subject_of(m["rest"]) if m else None
+    if m is None or subject is None or subject.noun not in m["rest"]:
+        return False
+    said = m["rest"].split(subject.noun, 1)[1].strip()
+    while (place := _PLACE_PHRASE.match(said)) and place.end():
+        said = said[place.end():]
+    return bool(said) and not _SEEN_STATE.search(said)
 
 
 def kind_of(text: str) -> Kind:
@@ -307,7 +356,7 @@ def kind_of(text: str) -> Kind:
                        (Kind.TIME, _TIME), (Kind.COUNT, _COUNT), (Kind.ORDER, _ORDER), (Kind.TEXT, _TEXT),
                        (Kind.SPEECH, _SPEECH), (Kind.ATTRIBUTE, _ATTRIBUTE), (Kind.PRESENCE, _YES_NO)):
         if rule.search(t):
-            return kind
+            return Kind.BEYOND if kind is Kind.PRESENCE and _beyond_observation(t) else kind
     m = _WHICH_THING.search(t)
     if m and subject_of(m["noun"]) is None and m["noun"] not in ("time", "day", "thing", "one"):
         return Kind.TEXT

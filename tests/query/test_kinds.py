@@ -40,6 +40,17 @@ from lucy.query.kinds import CountMode, Kind, parse, period_of, subject_of
     ("Which gate is closed?", Kind.TEXT),
     ("What platform does the shuttle leave from?", Kind.TEXT),
     ("Tell the time of day", Kind.OTHER),
+    ("What is the total number of buses that went past?", Kind.COUNT),
+    ("Tell me the highest number of dogs in one place", Kind.COUNT),
+    # A yes-or-no question that says of a thing what no detector observes is beyond the observations; one that says
+    # where it was, what it did or looked like is not.
+    ("Is the bus late?", Kind.BEYOND),
+    ("Was the cyclist angry with the driver?", Kind.BEYOND),
+    ("Were the kids at the fountain bored?", Kind.BEYOND),
+    ("Is the man by the door holding a bag?", Kind.PRESENCE),
+    ("Were the people on the left visible at the end?", Kind.PRESENCE),
+    ("Was the van at the kerb white?", Kind.PRESENCE),
+    ("Are there giraffes?", Kind.PRESENCE),
 ])
 def test_each_kind_is_read_from_the_questions_structure(question, kind):
     assert parse(question).kind is kind
@@ -53,6 +64,27 @@ def test_each_kind_is_read_from_the_questions_structure(question, kind):
 def test_everyday_nouns_name_the_detectors_classes(noun, name):
     subject = subject_of(f"how many {noun} were there")
     assert subject is not None and subject.name == name
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("Was there a giraffe?", "giraffe"), ("How many zebras crossed?", "zebra"),
+    ("Any traffic lights?", "traffic light"), ("Did a fire hydrant appear?", "fire hydrant"),
+])
+def test_every_class_the_detector_names_is_a_subject_by_its_own_name(text, name):
+    subject = subject_of(text)
+    assert subject is not None and subject.name == name and subject.labels == {name}
+
+
+def test_count_modes_by_structure():
+    assert parse("What was the greatest number of cars parked together?").count_mode is CountMode.AT_ONCE
+    assert parse("What total of cyclists rode by?").count_mode is CountMode.TOTAL
+
+
+def test_the_first_part_and_the_first_half_are_periods():
+    part = period_of("describe the early part of the video")
+    assert part.bounds(200.0) == (0.0, 50.0)  # the start: the first minute, at most a quarter
+    half = period_of("summarise the first half")
+    assert half.bounds(200.0) == (0.0, 100.0)
 
 
 def test_things_the_detector_does_not_know_have_no_subject():

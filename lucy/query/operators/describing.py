@@ -90,23 +90,35 @@ def _from_tracks(question: ParsedQuestion, observed: Observed) -> OperatorAnswer
 
 def _from_text(question: ParsedQuestion, lines: MemoryLines) -> OperatorAnswer | None:
     wanted = content_terms(question.text)
-    best, confidence, why = choose(best_matches(lines.sightings, wanted, details=False), whole=not wanted)
+    best, confidence_of_text, why = choose(best_matches(lines.sightings, wanted, details=False), whole=not wanted)
     if best is None:
         return None
     s = best.line
     assert isinstance(s, Sighting)
     t = question.text.lower()
+    agreement, notes = 1.0, ()
     if _COLOUR_Q.search(t):
-        letters, _, ground = s.colours.partition(" letters")
-        ground = ground.removeprefix(" on ").strip()
-        on_ground = _GROUND_Q.search(t) and not _LETTERS_Q.search(t)  # "the sign's colour", not its lettering's
-        value = ground if on_ground else letters.strip()
+        on_ground = bool(_GROUND_Q.search(t) and not _LETTERS_Q.search(t))  # "the sign's colour", not its lettering's
+        value = _text_colour(s.colours, on_ground)
+        # A reading names colours only where most of its frames showed them alike (thin or small strokes lose theirs
+        # to the video's colour subsampling): a colour one reading of several gave is that reading's, not the text's.
+        said = [_text_colour(c, on_ground) for c in (s.colour_readings or (s.colours,))]
+        agreement = said.count(value) / len(said)
+        notes = (f"{said.count(value)} of {len(said)} readings of the text name it {value}",)
     else:
         value = s.where
     if not value:
         return None
+    sure, reason = confidence(Grounds(quality=confidence_of_text * 0.9, agreement=agreement,
+                                      notes=(f"on-screen text: {why}", *notes)))
     return OperatorAnswer(f'{value[0].upper()}{value[1:]} (the text "{s.text}", seen {span_words(s.first, s.last)}).',
-                          confidence * 0.9, ((s.first, s.last),), f"on-screen text: {why}", value=value)
+                          sure, ((s.first, s.last),), reason, value=value)
+
+
+def _text_colour(colours: str, on_ground: bool) -> str:
+    """The letters' colour of a sighting's ``colours`` ("red letters on gray"), or the ground's."""
+    letters, _, ground = colours.partition(" letters")
+    return ground.removeprefix(" on ").strip() if on_ground else letters.strip()
 
 
 def attribute(question: ParsedQuestion, observed: Observed | None, lines: MemoryLines) -> OperatorAnswer | None:

@@ -40,7 +40,7 @@ FRAME_WORDS = frozenset(terms(
     "announcement spoke speak spoken talk talked mention mentioned heard hear voice call called colour color "
     "where picture side corner direction way part video stream camera footage clip kind type tell please exactly "
     "long how many much did does into made make makes given give gave someone somebody anyone anybody something "
-    "anything"))
+    "anything count counted counting total displayed visible"))
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class Sighting:
     colours: str = ""  # "red letters on gray" ("" when not clear)
     levels: frozenset[str] = frozenset()
     readings: int = 1  # how many memory lines read it
+    colour_readings: tuple[str, ...] = ()  # the colours each of those lines gave ("" for one that named none)
     ocr: float | None = None  # the lowest OCR confidence a detailed reading gave
     # Whether a memory that read it also looked just before it came (``opened``) and just after it went
     # (``closed``), and saw nothing: only then are its first and last times its edges, not where the look began or
@@ -94,7 +95,7 @@ def _reading(m: re.Match[str], level: str) -> Sighting:
     ocr = _OCR_CONFIDENCE.search(m["rest"])
     a = float(m["a"])
     return Sighting(" ".join(m["text"].split()), a, float(m["b"]) if m["b"] else a, where, colours,
-                    frozenset({level}), 1, float(ocr[1]) if ocr else None)
+                    frozenset({level}), 1, (colours,), float(ocr[1]) if ocr else None)
 
 
 # A thing a caption says was seen, with where and when: "4 red squares (bottom left, 37.0-39.0 s)" (one statement of
@@ -121,7 +122,7 @@ def sightings_in(text: str, level: str = "") -> list[Sighting]:
 
 def merge(readings: Iterable[Sighting]) -> list[Sighting]:
     """Readings of the same text that overlap in time (within :data:`MERGE_GAP`) as one sighting each, in time
-    order: the widest times, every depth that read it, the lowest OCR confidence."""
+    order: the widest times, every depth that read it, the colours each reading gave, the lowest OCR confidence."""
     by_text: dict[str, list[Sighting]] = {}
     for s in sorted(readings, key=lambda s: (s.first, s.last)):
         shown = by_text.setdefault(s.text.upper(), [])
@@ -129,7 +130,8 @@ def merge(readings: Iterable[Sighting]) -> list[Sighting]:
             p = shown[-1]
             ocr = min((v for v in (p.ocr, s.ocr) if v is not None), default=None)
             shown[-1] = Sighting(p.text, p.first, max(p.last, s.last), p.where or s.where, p.colours or s.colours,
-                                 p.levels | s.levels, p.readings + s.readings, ocr)
+                                 p.levels | s.levels, p.readings + s.readings,
+                                 p.colour_readings + s.colour_readings, ocr)
         else:
             shown.append(s)
     return sorted((s for shown in by_text.values() for s in shown), key=lambda s: (s.first, s.text))

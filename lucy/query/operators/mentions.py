@@ -3,7 +3,9 @@
 on-screen text lines, words heard — and the number they give of it.
 
 A statement that holds every content word of the question (:func:`lucy.query.operators.lines.content_terms`) says
-yes; the earliest is quoted with its span. A detailed memory (fine or finer, or a transcript) is a close look and
+yes; the earliest is quoted with its span. Words for a plain shape are one word (a "box" a question asks about is
+the "square" or "rectangle" a caption names: the captioner names shapes by their sides, people by what they look
+like). A detailed memory (fine or finer, or a transcript) is a close look and
 may be taken at its word; coarse memory alone is lossy by design (few, small frames) and may misname what it saw.
 Nothing mentioned is a "no" that is never confident: captions that do not mention a thing are no proof that it was
 not there (what depth would show it is not known), so the agent loop looks at every span of the period.
@@ -24,28 +26,38 @@ from lucy.text import clip_words, terms
 
 _STATEMENT = re.compile(r"\n+|;\s+")
 _ITEM = re.compile(r"^[-*•]\s*")  # a list item's mark
+_HEADER = re.compile(r"^[A-Z][^:\n]{0,60}:\s+(?=\S)")  # a caption section's name ("Objects (solid shapes): ...")
 _NEGATIVE = re.compile(r"^\W*(?:no|none|nothing|not)\b", re.IGNORECASE)  # "none readable", "no ... stand out"
 _DETAILED = frozenset({"fine", "ultra_fine", SPEECH_LEVEL})
 COARSE_WORD = 0.6  # a thing only coarse memory mentions
 UNMENTIONED = 0.3  # a "no" from memory's silence
 
 
+# Plain shapes, as a question or a caption may name them.
+_SHAPES = frozenset(terms("box square rectangle block tile patch shape"))
+
+
+def _words(text: str) -> set[str]:
+    """The terms of ``text``, any word for a plain shape as one (:data:`_SHAPES`)."""
+    return {"shape" if w in _SHAPES else w for w in terms(text)}
+
+
 def _statements(node: MemoryNode) -> list[str]:
     if node.level == SPEECH_LEVEL:
         return [line.text for line in parse_transcript(node.text)]
-    return [_ITEM.sub("", s.strip()).rstrip(".") for s in _STATEMENT.split(node.text) if s.strip()]
+    return [_HEADER.sub("", _ITEM.sub("", s.strip())).rstrip(".") for s in _STATEMENT.split(node.text) if s.strip()]
 
 
 def presence(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, end: float) -> OperatorAnswer | None:
     """Yes with the earliest statement of memory in ``[start, end]`` that mentions what the question asks about, or
     a "no" that is not confident; None when the question names nothing to look for."""
-    wanted = content_terms(question.text)
+    wanted = _words(" ".join(content_terms(question.text)))
     if not wanted:
         return None
     hits = [(node, statement) for node in sorted(nodes, key=lambda n: (n.start, n.end))
             if node.end >= start - 1e-6 and node.start <= end + 1e-6
             for statement in _statements(node)
-            if not _NEGATIVE.match(statement) and held(wanted, set(terms(statement))) == wanted]
+            if not _NEGATIVE.match(statement) and held(wanted, _words(statement)) == wanted]
     where = span_words(start, end)
     if not hits:
         return OperatorAnswer(f"No — nothing memory holds of {where} mentions it (captions that do not mention a "
@@ -73,7 +85,7 @@ def number_said(statement: str, wanted: set[str]) -> int | None:
     """The count ``statement`` gives of what ``wanted`` names: the number just before the first of its words and the
     other wanted words beside it ("4 red squares" for {red, square}: 4; "a white van": 1); None when it gives none."""
     tokens = _TOKEN.findall(statement)
-    words = [set(terms(t)) for t in tokens]
+    words = [_words(t) for t in tokens]
     first = next((i for i, w in enumerate(words) if held(wanted, w)), None)
     if first is None:
         return None
@@ -86,18 +98,34 @@ def number_said(statement: str, wanted: set[str]) -> int | None:
     return int(token) if token.isdigit() else _NUMBER_WORDS.get(token)
 
 
+def looked_closely(nodes: Sequence[MemoryNode], start: float, end: float) -> float:
+    """The share of ``[start, end]`` that captions of a close look (fine or finer) cover: what coarse memory's few
+    frames passed over may hold more of a thing than any caption says."""
+    if end <= start:
+        return 1.0
+    spans = sorted((max(n.start, start), min(n.end, end)) for n in nodes
+                   if n.level in _DETAILED and n.level != SPEECH_LEVEL and n.end > start and n.start < end)
+    covered, reach = 0.0, start
+    for a, b in spans:
+        if b > reach:
+            covered += b - max(a, reach)
+            reach = b
+    return covered / (end - start)
+
+
 def count(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, end: float) -> OperatorAnswer | None:
     """How many of what the question names (a thing the detector does not name: "red squares"), as the statements
-    of memory in ``[start, end]`` count it. Sure when a close look says it and a second reading agrees; readings that
-    give other counts are candidates. None mentioned: an answer of none, never confident (the loop then looks at
+    of memory in ``[start, end]`` count it. Sure when a close look says it, a second reading agrees and close looks
+    cover the period (a showing no close look saw may have held more); readings that give other counts are
+    candidates. None mentioned: an answer of none, never confident (the loop then looks at
     every span of the period). None when the question names nothing to count."""
-    wanted = content_terms(question.text)
+    wanted = _words(" ".join(content_terms(question.text)))
     if not wanted:
         return None
     said = [(node, statement, n) for node in sorted(nodes, key=lambda n: (n.start, n.end))
             if node.end >= start - 1e-6 and node.start <= end + 1e-6
             for statement in _statements(node)
-            if not _NEGATIVE.match(statement) and held(wanted, set(terms(statement))) == wanted
+            if not _NEGATIVE.match(statement) and held(wanted, _words(statement)) == wanted
             and (n := number_said(statement, wanted)) is not None]
     where = span_words(start, end)
     if not said:
@@ -108,9 +136,11 @@ def count(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, e
     value, agreeing = counts.most_common(1)[0]
     node, statement, _ = next(s for s in said if s[2] == value)
     detailed = any(n.level in _DETAILED for n, _, v in said if v == value)
+    looked = looked_closely(nodes, start, end)
     sure, why = confidence(Grounds(
-        quality=1.0 if detailed else COARSE_WORD,
+        coverage=looked, quality=1.0 if detailed else COARSE_WORD,
         agreement=SINGLE_READING if len(said) == 1 else agreeing / len(said), candidates=len(counts),
-        notes=(f"{len(said)} statements of memory count it: " + ", ".join(f"{n} ({c}x)" for n, c in counts.items()),)))
+        notes=(f"{len(said)} statements of memory count it: " + ", ".join(f"{n} ({c}x)" for n, c in counts.items()),
+               f"{looked:.0%} of the period looked at closely")))
     return OperatorAnswer(f"{value} (memory says: {clip_words(statement, 160)}, {span_words(node.start, node.end)}).",
                           sure, tuple((n.start, n.end) for n, _, v in said if v == value)[:3], why, value=value)

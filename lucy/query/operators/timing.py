@@ -12,7 +12,7 @@ class for "when did the car arrive", two showings of one text, two things seen a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lucy.perception.objects import TrackedObject
 from lucy.query.kinds import ParsedQuestion, Subject, parse, subject_of
@@ -194,12 +194,18 @@ _EITHER = re.compile(r"(?:,|:|\bfirst\b|\bearlier\b|\blater\b|\blast\b)\s*(?P<a>
                      r"(?P<b>[^,?]+?)\s*(?:\?|$|,)")
 _RELATIVE = re.compile(r"^\s*(?:did|was|were|does|is|has|had)\s+(?P<a>.+?)\s+(?P<rel>before|after)\s+"
                        r"(?P<b>.+?)\s*\??\s*$")
+# "Was the announcement before or after the sign?": which of the two relations holds.
+_WHICH_RELATION = re.compile(r"^\s*(?:did|was|were|does|is|has|had)\s+(?P<a>.+?)\s+(?:come\s+|happen\s+|appear\s+)?"
+                             r"(?:before or after|after or before)\s+(?P<b>.+?)\s*\??\s*$")
 _LATER_ASKED = re.compile(r"\b(?:last|later|after|second|latest)\b")
 
 
 def _sides(text: str) -> tuple[str, str, str | None] | None:
-    """The two things an order question compares and, for "did X ... before Y", the relation asked."""
+    """The two things an order question compares and, for "did X ... before Y", the relation asked ("which" for
+    "was X before or after Y")."""
     t = " ".join(text.lower().split())
+    if m := _WHICH_RELATION.search(t):
+        return m["a"], m["b"], "which"
     if m := _RELATIVE.search(t):
         return m["a"], m["b"], m["rel"]
     if m := _EITHER.search(t):
@@ -234,7 +240,15 @@ def order(question: ParsedQuestion, observed: Observed | None, lines: MemoryLine
     reason = f"{phrases[0]!r} first seen {a.first:.1f} s ({a.reason}); {phrases[1]!r} {b.first:.1f} s ({b.reason})"
     first, second = (0, 1) if a.first <= b.first else (1, 0)
     times = (a.first, b.first)
-    if sides is not None and sides[2] is not None:
+    if sides is not None and sides[2] == "which":
+        relation = "before" if a.first < b.first else "after"
+        sentence = f"{relation[0].upper()}{relation[1:]} — {phrases[0]} ({hms(a.first)}) came {relation} " \
+                   f"{phrases[1]} ({hms(b.first)})."
+        answer = OperatorAnswer(sentence, confidence, evidence, reason, value=relation)
+        picked = [i for i, o in enumerate(options) if relation in o.lower().split()]
+        if len(picked) == 1:  # the options are the two relations ("before", "after")
+            answer = replace(answer, answer=options[picked[0]], option_index=picked[0])
+    elif sides is not None and sides[2] is not None:
         holds = (a.first < b.first) == (sides[2] == "before")
         verb = "before" if a.first < b.first else "after"
         sentence = (f"{'Yes' if holds else 'No'} — {phrases[0]} ({hms(a.first)}) came {verb} {phrases[1]} "

@@ -1,6 +1,7 @@
-"""The kinds benchmark's sets and checkers (bench/kinds_sets.py, bench/kinds_test_set.py): each split is a pure function
-of its seed, both splits ask every kind and differ in what they show and how they ask, and each checker tells a right
-answer from a wrong one (a checker that passes everything would hide a wrong answer)."""
+"""The kinds benchmark's sets and checkers (bench/kinds_sets.py, bench/kinds_seen_set.py, bench/kinds_test_set.py): each
+split is a pure function of its seed, every split asks every kind, the splits differ from each other in what they show
+and how they ask, and each checker tells a right answer from a wrong one (a checker that passes everything would hide
+a wrong answer)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from kinds_sets import (  # noqa: E402  (bench/ is a folder of scripts, not a package)
+from kinds_seen_set import seen_set  # noqa: E402  (bench/ is a folder of scripts, not a package)
+from kinds_sets import (  # noqa: E402
     KINDS,
     SIZE,
     Check,
@@ -27,7 +29,7 @@ from kinds_sets import (  # noqa: E402  (bench/ is a folder of scripts, not a pa
 )
 from kinds_test_set import test_set as held_out_set  # noqa: E402  (renamed: pytest would collect test_set)
 
-SPLITS = {"tune": tune_set, "test": held_out_set}
+SPLITS = {"tune": tune_set, "seen": seen_set, "test": held_out_set}
 
 
 @pytest.mark.parametrize("split", list(SPLITS))
@@ -58,13 +60,30 @@ def test_every_kind_and_open_questions_with_and_without_options_are_in_each_spli
             assert 3 <= event.end - event.start <= 12 and 0 <= event.start < event.end <= plan.duration
 
 
-def test_the_splits_differ_in_footage_vocabulary_and_phrasing() -> None:
-    tune_plans, tune_questions = tune_set(1, False)
-    test_plans, test_questions = held_out_set(1, False)
-    assert {p.footage for p in tune_plans}.isdisjoint({p.footage for p in test_plans})
-    words = {s.name for p in tune_plans for s in p.signs}
-    assert words.isdisjoint({s.name for p in test_plans for s in p.signs})
-    assert {q.text for q in tune_questions}.isdisjoint({q.text for q in test_questions})
+@pytest.mark.parametrize(("one", "other"), [("tune", "test"), ("seen", "test"), ("tune", "seen")])
+def test_the_splits_differ_in_footage_vocabulary_and_phrasing(one: str, other: str) -> None:
+    one_plans, one_questions = SPLITS[one](1, False)
+    other_plans, other_questions = SPLITS[other](1, False)
+    assert {p.footage for p in one_plans}.isdisjoint({p.footage for p in other_plans})
+    words = {s.name for p in one_plans for s in p.signs}
+    assert words.isdisjoint({s.name for p in other_plans for s in p.signs})
+    assert {q.text for q in one_questions}.isdisjoint({q.text for q in other_questions})
+
+
+def test_the_held_out_split_has_its_own_words_voices_square_colours_and_clear_sign_places() -> None:
+    from kinds_sets import sign_width
+
+    plans, _ = held_out_set(23, False)
+    others = [plan for make in (tune_set, seen_set) for plan in make(1, False)[0]]
+    seen_words = {w for p in others for s in p.signs for w in s.text.split() if w.isalpha()}
+    assert seen_words.isdisjoint({w for p in plans for s in p.signs for w in s.text.split() if w.isalpha()})
+    assert {a.voice for p in others for a in p.speech}.isdisjoint({a.voice for p in plans for a in p.speech})
+    assert {q.colour for p in others for q in p.squares}.isdisjoint({q.colour for p in plans for q in p.squares})
+    for plan in plans:  # a sign's place has one answer: its middle is well inside a third of the frame
+        for sign in plan.signs:
+            middle = (sign.x + sign_width(sign.text, sign.size) / 2, sign.y + 0.7 * sign.size)
+            assert all(min(abs(m - 1 / 3), abs(m - 2 / 3)) > 0.03 for m in middle)
+            assert sign.x >= 0 and sign.x + sign_width(sign.text, sign.size) <= 1
 
 
 def _right(check: Check, answer: str, confident: bool = True, starts: tuple[float, ...] = ()) -> bool:

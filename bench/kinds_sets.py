@@ -167,8 +167,8 @@ def first_number(text: str) -> int | None:
 def _times(text: str) -> list[tuple[int, float]]:
     """(position, seconds) of each time said in ``text``: "1:05", "65 s", "65 seconds", "1 min 5 s"."""
     found = []
-    for m in re.finditer(r"\b(\d{1,2}):(\d{2})(?:\.\d+)?\b", text):
-        found.append((m.start(), int(m.group(1)) * 60 + int(m.group(2))))
+    for m in re.finditer(r"\b(\d{1,2}):(\d{2}(?:\.\d+)?)\b", text):  # "0:47.9" is 47.9 s, not 47
+        found.append((m.start(), int(m.group(1)) * 60 + float(m.group(2))))
     for m in re.finditer(r"(?<![\d:.])(\d+(?:\.\d+)?)\s*(?:s|sec|secs|second|seconds)\b", text.lower()):
         found.append((m.start(), float(m.group(1))))
     return sorted(found)

@@ -167,3 +167,9 @@ def test_the_painter_draws_each_event_only_during_its_span() -> None:
     sign = paint(blank.copy(), plan, 12.0)
     assert (sign != blank).any(axis=-1)[: SIZE[1] // 3, : SIZE[0] // 3].sum() > 100  # letters at the top left
     assert ((sign != blank).any(axis=-1)[SIZE[1] // 3:]).sum() == 0
+
+
+def test_a_time_said_with_tenths_is_read_with_them() -> None:
+    notice = Check("time", 48.2, 53.2)  # one second of slack either side
+    assert _right(notice, "At 0:47.9 (the words were heard 0:47.9-0:51.8).")
+    assert not _right(notice, "At 0:47.1.") and not _right(Check("time", 50.0, 55.0), "At 0:48.9.")

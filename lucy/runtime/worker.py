@@ -111,11 +111,12 @@ class StreamRun(RecorderObserver):
     """
 
     def __init__(self, spec: StreamSpec, settings: LucySettings, pipe: Reporter,
-                 stores: StoreOpener | None = None) -> None:
+                 stores: StoreOpener | None = None, server_pid: int | None = None) -> None:
         self.spec = spec
         self.settings = settings
         self.pipe = pipe
         self.stores = stores
+        self.server_pid = os.getppid() if server_pid is None else server_pid
         self.recorder: StreamRecorder | None = None
         self.failure: LucyError | None = None  # what ended the run, if an error of the source or the stores did
         self._stopping = threading.Event()
@@ -153,7 +154,7 @@ class StreamRun(RecorderObserver):
     def holder(self) -> Holder:
         """Whom the stream's writer lock names: the server (the process to stop), not this worker (which the
         server would restart)."""
-        return Holder.this_process(f"lucy serve, stream worker {os.getpid()}", pid=os.getppid())
+        return Holder.this_process(f"lucy serve, stream worker {os.getpid()}", pid=self.server_pid)
 
     def run(self) -> RunEnd:
         from lucy.backends import builder_captioner, builder_embedder, builder_transcriber
@@ -195,17 +196,17 @@ class StreamRun(RecorderObserver):
 
 
 def serve_stream(spec: StreamSpec, settings: LucySettings, conn: Connection, log_levels: tuple[int, int],
-                 stores: StoreOpener) -> None:
+                 stores: StoreOpener, server_pid: int | None = None) -> None:
     """The worker process's entry point: run ``spec`` until its end or until the server says stop. ``log_levels``:
     the server's root and ``lucy`` logger levels (``lucy serve -v`` reaches the workers too); ``stores`` opens the
-    worker's own stores."""
+    worker's own stores; ``server_pid``: the server's process (a worker's parent is the fork server)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the server stops us
     service = settings.service
     lower_thread_priority(service.ingest_nice, idle_policy=service.ingest_sched_idle)  # before any thread starts
     logging.basicConfig(level=log_levels[0], handlers=[redacting_handler(spec.source)], force=True)
     logging.getLogger("lucy").setLevel(log_levels[1])
     pipe = _Pipe(conn)
-    run = StreamRun(spec, settings, pipe, stores)
+    run = StreamRun(spec, settings, pipe, stores, server_pid)
 
     def listen() -> None:
         try:

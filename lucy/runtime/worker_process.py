@@ -1,14 +1,20 @@
 """The server's handle on a stream's worker process (:mod:`lucy.runtime.worker` is what runs inside it).
 
 Apart from the worker's module so that the server never imports what recording needs: decoding (PyAV), the detect
-stage (OpenCV, SciPy), the captioners and the speech model load in the worker alone, which is spawned and imports
-them itself. A server that imported them too would hold ~100 MiB more and take seconds longer to start, for nothing
-(bench/memory.py measures both).
+stage (OpenCV, SciPy), the captioners and the speech model load in the worker alone. A server that imported them too
+would hold ~100 MiB more and take seconds longer to start, for nothing (bench/memory.py measures both).
+
+Workers are started by multiprocessing's fork server, never forked from the server itself (its threads — uvicorn,
+questions, MQTT — would be copied half-held). The fork server is a single-threaded process of its own, started with
+the first worker, that imports the worker's modules once (:data:`PRELOAD`); each worker is a fork of it, running at
+once instead of importing for 1-3 CPU-seconds as a spawned interpreter would, and sharing those modules' pages.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -19,22 +25,35 @@ from lucy.runtime.messages import StopRequest, WorkerExit, WorkerMessage
 from lucy.runtime.protocol import StoreOpener
 from lucy.runtime.registry import StreamSpec
 
+# What the fork server imports before its first fork: the worker and what a recording loads first (decoding, the
+# stage libraries). Only imports: models load in each worker, which may choose another set.
+PRELOAD = ("lucy.runtime.worker", "lucy.backends", "av", "numpy", "zarr")
+
 
 def _serve_stream(*args: Any) -> None:
-    """The worker process's entry point (a spawned process finds it by name): the recorder is imported there."""
+    """The worker process's entry point (found by name): the recorder is imported there (or by the fork server)."""
     from lucy.runtime.worker import serve_stream
 
     serve_stream(*args)
+
+
+@functools.cache
+def _context() -> Any:
+    """The multiprocessing context workers start from: the fork server, preloaded (spawn where there is none)."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
 
 
 class WorkerProcess:
     """The server's handle on one stream's worker: starts it, reads its messages, stops it."""
 
     def __init__(self, spec: StreamSpec, settings: LucySettings, stores: StoreOpener) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the server has threads (uvicorn, questions, MQTT) that a fork would copy half-held
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = _context()
         self.spec, self.settings, self.stores = spec, settings, stores
         self.process: Any = None
         self._conn: Connection | None = None
@@ -47,7 +66,7 @@ class WorkerProcess:
             target=_serve_stream, name=f"lucy-stream-{self.spec.name}", daemon=True,
             args=(self.spec, self.settings, there,
                   (logging.getLogger().getEffectiveLevel(), logging.getLogger("lucy").getEffectiveLevel()),
-                  self.stores))
+                  self.stores, os.getpid()))
         with self._lock:
             self._conn = here
         self.process.start()

@@ -14,7 +14,7 @@ import numpy as np
 
 from lucy.config import load_settings
 from lucy.ingest import ZarrFrameStore
-from lucy.ingest.lock import Holder, stream_lock
+from lucy.ingest.lock import LOCKS_DIR, Holder, read_holder, stream_lock
 from lucy.metrics import CaptionCall, StreamProgress
 from lucy.runtime.messages import BusEvent, RunEnd, StateChange, StreamState
 from lucy.runtime.registry import StreamSpec
@@ -87,6 +87,17 @@ def test_a_killed_worker_is_restarted_alone(lucy_server: Callable[..., LucyServe
                           60, "the doomed stream to run")
         pid = doomed["worker_pid"]
         assert pid != server.proc.pid and pid != server.stream("steady")["worker_pid"] and doomed["restarts"] == 0
+        # Forked from the server's fork server (one process that imported the worker's modules once), not spawned
+        # afresh: both workers have it as their parent, whose parent is the server. The stream's writer lock names
+        # the server, the process to stop, not the fork server.
+        steady = wait_for(lambda: server.stream("steady")["worker_pid"], 60, "the steady stream's worker")
+        parents = {int(stat[1]) for stat in (_proc_stat(pid), _proc_stat(steady)) if stat is not None}
+        assert len(parents) == 1 and server.proc.pid not in parents
+        (fork_server,) = parents
+        assert int(_proc_stat(fork_server)[1]) == server.proc.pid
+        assert "forkserver" in Path(f"/proc/{fork_server}/cmdline").read_text()
+        holder = read_holder(Path(server.data) / LOCKS_DIR / "doomed.lock")
+        assert holder is not None and holder.pid == server.proc.pid
         stat = _proc_stat(pid)
         assert stat is not None and int(stat[16]) == 10  # niceness: field 19 of /proc/PID/stat
         if hasattr(os, "SCHED_IDLE"):

@@ -4,7 +4,8 @@
 footage the data directory has, in this order:
 
 1. **the recording** (:mod:`lucy.ingest.recording`): the segments that overlap the period, re-muxed without
-   re-encoding from the last keyframe at or before ``start`` to ``end`` (so a clip may begin up to a GOP early);
+   re-encoding from the last keyframe at or before ``start`` to ``end``; the pictures before ``start`` get negative
+   times, which an MP4 edit list keeps out of view, so the clip plays from ``start`` exactly;
 2. **the source file**, for a stream made from a file that is still where it was (a file is its own recording):
    cut the same way;
 3. **the stored frames** (a few per second), encoded at their own rate (libx264, or FFmpeg's mpeg4 where there is
@@ -72,7 +73,8 @@ def check_range(start: float, end: float, max_seconds: float) -> None:
 @dataclass(frozen=True)
 class ClipResult:
     """A clip written to ``path``: media time ``start`` to ``end`` of the stream (what it holds: a clip cut from a
-    recording begins at a keyframe), cut from ``origin``; offered as ``filename`` (named by the period asked for)."""
+    recording that begins after the time asked for begins later), cut from ``origin``; offered as ``filename``
+    (named by the period asked for)."""
 
     path: Path
     stream: str
@@ -238,7 +240,10 @@ def _remux(packets: Iterator[_Timed], start: float, end: float, out: Path) -> tu
             if item.audio is not None:
                 streams["audio"] = container.add_stream_from_template(item.audio)
             dts = packet.dts if packet.dts is not None else packet.pts
-            origin = float(dts * tb) + item.shift
+            # The clip's time 0 is ``start``: the pictures from the keyframe before it get negative times, which
+            # the MP4 muxer keeps out of view with an edit list (players decode them and show from ``start``, as
+            # ``ffmpeg -ss`` with stream copy does). A recording that begins after ``start`` begins the clip.
+            origin = max(start, float(dts * tb) + item.shift)
         target = streams.get(item.kind)
         if target is None:
             return

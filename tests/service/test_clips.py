@@ -90,7 +90,8 @@ def test_chromium_plays_a_clip_and_reports_its_duration(shared_server: LucyServe
         document.body.appendChild(video);
         """, f"/v1/streams/{clipcam}/clip?from=2&to=8")
     assert "error" not in state, state
-    assert 5.8 <= state["duration"] <= 8.0 and state["width"] == 320
+    # 6 s as asked: the pictures from the keyframe before 2 s are decoded, not shown (the MP4 edit list)
+    assert 5.8 <= state["duration"] <= 6.3 and state["width"] == 320
     assert state["time"] > 0.5 and not state["paused"]  # it plays
 
 

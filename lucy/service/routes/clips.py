@@ -22,8 +22,9 @@ from lucy.service.state import service
 
 router = APIRouter(tags=["streams"])
 
-FromQ = Annotated[float, Query(alias="from", description="Media seconds where the clip starts (it begins at the "
-                                                         "keyframe at or before it).", examples=[60.0])]
+FromQ = Annotated[float, Query(alias="from", description="Media seconds where the clip starts (cut from a recording, "
+                                                         "it holds the pictures from the keyframe before it, kept out "
+                                                         "of view by an edit list).", examples=[60.0])]
 ToQ = Annotated[float, Query(alias="to", description="Media seconds where the clip ends.", examples=[120.0])]
 
 

@@ -58,6 +58,9 @@ class Localiser:
         self.origin = origin
         # Candidates' order: the chosen coarse spans first (best first), then their neighbours.
         self._candidate_order: dict[int, int] = {}
+        # A period every span of which must be looked at (``initialise(within=...)``): rounds go through it a level
+        # at a time, so a "no" or a count rests on all of it at one depth before any of it is looked at deeper.
+        self._level_by_level = False
         self._opened: list[_Opened] = []
         self._evidence: list[EvidenceSpan] = []  # where the latest answer found what it rests on
 
@@ -85,6 +88,7 @@ class Localiser:
                                                         f"{len(chosen)} spans, by the question's kind")
                 self._evidence = list(evidence)
                 self._start_current_memory(chosen, earliest_first=earliest_first)
+                self._level_by_level = True
                 return
         frontier = self.summaries.cover() if top_down else [view.coarse_item(k) for k in range(len(view.coarse_grid))]
         while True:
@@ -172,7 +176,8 @@ class Localiser:
     def candidates(self) -> list[ViewItem]:
         """The spans a round may search, one item each (their plain caption when there is one), best first by the
         engine's order: spans of the current memory not searched yet and not inside a span searched in vain, then
-        coarse spans no round has opened yet, the most relevant first.
+        coarse spans no round has opened yet, the most relevant first. Over a period every span of which must be
+        looked at, only the shallowest spans not searched yet are offered (level by level).
 
         Spans are those of each level's grid: a caption made when the horizon was earlier (a partial span) stands
         for the whole grid span, so the same stretch is never offered twice."""
@@ -198,6 +203,9 @@ class Localiser:
                 out.append(view.item_for_span(item.level, start, end) or item)
         order = self._candidate_order
         out.sort(key=lambda i: (order.get(i.ref, len(order)), -memory_depth(i.level), i.start))
+        if self._level_by_level and out:
+            shallowest = min(memory_depth(i.level) for i in out)
+            out = [i for i in out if memory_depth(i.level) == shallowest]
         return out + self._unopened(seen)
 
     def _unopened(self, offered: set[SpanKey]) -> list[ViewItem]:

@@ -461,6 +461,20 @@ def test_a_count_the_fast_path_cannot_settle_looks_at_every_span_of_its_period(t
     assert select.detail == "every coarse span of 0-120s: 2 spans, by the question's kind"
 
 
+
+def test_every_span_of_a_count_is_looked_at_before_any_is_looked_at_deeper(tmp_path, fakes, store):
+    fill(store, until=60.0)
+    # What a close look of the first minute says fits the question better than the second minute's coarse caption:
+    # a localiser free to choose would look deeper there first.
+    captioner = fakes.FakeCaptioner(lambda level, a, b, i: f"people walked by, {a:.0f}-{b:.0f} s" if level == "fine"
+                                    else f"{level} {a}-{b}: gray")
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=DURATION), reasoner=LexicalReasoner(),
+                               captioner=captioner, memory=store)
+    result = asyncio.run(engine.ask("How many people walked by?"))
+    searched = [s.level for s in result.trace if s.agent == "caption"]
+    assert searched[:2] == ["coarse", "coarse"], searched
+
+
 def test_a_count_of_a_thing_captions_name_is_sure_only_once_close_looks_cover_its_period(store):
     fill(store)  # 120 s of coarse memory
     shapes = "Objects (solid-coloured shapes): 2 blue squares (middle left, 12.0-13.0 s)"
@@ -471,3 +485,15 @@ def test_a_count_of_a_thing_captions_name_is_sure_only_once_close_looks_cover_it
     store.add_many([MemoryNode("cam", "fine", a, a + 10.0, "Scenes:\n- mostly gray background")
                     for a in range(0, 120, 10) if a != 10])
     assert ask(store, "How many blue squares were shown?").confident
+
+
+def test_a_count_of_a_thing_shown_twice_is_not_confident(store):
+    fill(store)
+    shown = {10.0: "1 blue square (middle left, 12.0-13.0 s)", 70.0: "1 blue square (top left, 72.0-75.0 s)"}
+    store.add_many([MemoryNode("cam", "fine", a, a + 10.0, f"Objects (solid-coloured shapes): {shown[a]}" if a in shown
+                               else "Scenes:\n- mostly gray background") for a in map(float, range(0, 120, 10))])
+    store.add_many([MemoryNode("cam", "ultra_fine", 12.0, 14.0, "Objects: 1 blue square (middle left, 12.0-13.0 s)")])
+    both = ask(store, "How many blue squares were shown?")  # 1 at 0:12 (read twice), 1 at 1:12: one thing, or two?
+    assert both.value == 1 and not both.confident and "2 candidates" in both.reason
+    once = ask(store, "How many blue squares were shown in the first minute?")
+    assert once.value == 1 and once.confident

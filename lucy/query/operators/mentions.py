@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.kinds import ParsedQuestion
 from lucy.query.operators.base import DOUBT, Grounds, OperatorAnswer, confidence, span_words
-from lucy.query.operators.lines import content_terms, held
+from lucy.query.operators.lines import MERGE_GAP, content_terms, held
 from lucy.text import clip_words, terms
 
 _STATEMENT = re.compile(r"\n+|;\s+")
@@ -98,6 +98,23 @@ def number_said(statement: str, wanted: set[str]) -> int | None:
     return int(token) if token.isdigit() else _NUMBER_WORDS.get(token)
 
 
+_WHEN = re.compile(r"\((?:[^()]*?, )?(?:seen )?(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? s\)")  # "(top left, 37.0-39.0 s)"
+
+
+def _showings(statements: Iterable[str]) -> int:
+    """How many separate showings ``statements`` speak of: their times, merged where they overlap (within
+    :data:`lucy.query.operators.lines.MERGE_GAP`); a statement that gives no time is one of those. Two showings of
+    a thing at different times may be two things, or one counted twice: the question does not say which."""
+    spans = sorted((float(m[1]), float(m[2] or m[1])) for text in statements if (m := _WHEN.search(text)))
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1] + MERGE_GAP:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return max(1, len(merged))
+
+
 def looked_closely(nodes: Sequence[MemoryNode], start: float, end: float) -> float:
     """The share of ``[start, end]`` that captions of a close look (fine or finer) cover: what coarse memory's few
     frames passed over may hold more of a thing than any caption says."""
@@ -137,9 +154,11 @@ def count(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, e
     node, statement, _ = next(s for s in said if s[2] == value)
     detailed = any(n.level in _DETAILED for n, _, v in said if v == value)
     looked = looked_closely(nodes, start, end)
+    showings = _showings(statement for _, statement, _ in said)
     sure, why = confidence(Grounds(
         coverage=looked, quality=1.0 if detailed else COARSE_WORD,
-        agreement=SINGLE_READING if len(said) == 1 else agreeing / len(said), candidates=len(counts),
+        agreement=SINGLE_READING if len(said) == 1 else agreeing / len(said),
+        candidates=max(len(counts), showings),
         notes=(f"{len(said)} statements of memory count it: " + ", ".join(f"{n} ({c}x)" for n, c in counts.items()),
                f"{looked:.0%} of the period looked at closely")))
     return OperatorAnswer(f"{value} (memory says: {clip_words(statement, 160)}, {span_words(node.start, node.end)}).",

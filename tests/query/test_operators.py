@@ -312,6 +312,7 @@ def test_a_count_or_presence_of_boxes_reads_the_squares_captions_name(store):
     assert ask(store, "Count the pink boxes on screen").value == 3
     assert ask(store, "Did a grey block show up?").value is True
     assert ask(store, "Did any blue tiles appear?").value is False  # no blue shape was named
+    assert ask(store, "How many pink rectangles were shown?").value == 0  # squares are not rectangles
 
 
 def test_duration_from_a_track_and_from_a_sighting(store):

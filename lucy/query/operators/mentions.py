@@ -3,10 +3,10 @@
 on-screen text lines, words heard — and the number they give of it.
 
 A statement that holds every content word of the question (:func:`lucy.query.operators.lines.content_terms`) says
-yes; the earliest is quoted with its span. Words for a plain shape are one word (a "box" a question asks about is
-the "square" or "rectangle" a caption names: the captioner names shapes by their sides, people by what they look
-like). A detailed memory (fine or finer, or a transcript) is a close look and
-may be taken at its word; coarse memory alone is lossy by design (few, small frames) and may misname what it saw.
+yes; the earliest is quoted with its span. A "box" or "block" a question asks about is any square or rectangle a
+caption names (the captioner names shapes by their sides); "squares" are squares. A detailed memory (fine or finer,
+or a transcript) is a close look and may be taken at its word; coarse memory alone is lossy by design (few, small
+frames) and may misname what it saw.
 Nothing mentioned is a "no" that is never confident: captions that do not mention a thing are no proof that it was
 not there (what depth would show it is not known), so the agent loop looks at every span of the period.
 """
@@ -33,13 +33,21 @@ COARSE_WORD = 0.6  # a thing only coarse memory mentions
 UNMENTIONED = 0.3  # a "no" from memory's silence
 
 
-# Plain shapes, as a question or a caption may name them.
-_SHAPES = frozenset(terms("box square rectangle block tile patch shape"))
+# Plain shapes as a caption names them (by their sides), and the words a question may use for any of them.
+_SHAPES = frozenset(terms("square rectangle"))
+_ANY_SHAPE = frozenset(terms("box block tile patch shape"))
+
+
+def _asked(text: str) -> set[str]:
+    """The content terms of a question, a word for any plain shape as one ("shape", :data:`_ANY_SHAPE`)."""
+    return {"shape" if w in _ANY_SHAPE else w for w in content_terms(text)}
 
 
 def _words(text: str) -> set[str]:
-    """The terms of ``text``, any word for a plain shape as one (:data:`_SHAPES`)."""
-    return {"shape" if w in _SHAPES else w for w in terms(text)}
+    """The terms of a statement of memory, with "shape" beside any plain shape it names: a question's "boxes" are
+    its squares and rectangles, its "squares" are squares."""
+    words = set(terms(text))
+    return words | {"shape"} if words & _SHAPES else words
 
 
 def _statements(node: MemoryNode) -> list[str]:
@@ -51,7 +59,7 @@ def _statements(node: MemoryNode) -> list[str]:
 def presence(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, end: float) -> OperatorAnswer | None:
     """Yes with the earliest statement of memory in ``[start, end]`` that mentions what the question asks about, or
     a "no" that is not confident; None when the question names nothing to look for."""
-    wanted = _words(" ".join(content_terms(question.text)))
+    wanted = _asked(question.text)
     if not wanted:
         return None
     hits = [(node, statement) for node in sorted(nodes, key=lambda n: (n.start, n.end))
@@ -136,7 +144,7 @@ def count(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, e
     cover the period (a showing no close look saw may have held more); readings that give other counts are
     candidates. None mentioned: an answer of none, never confident (the loop then looks at
     every span of the period). None when the question names nothing to count."""
-    wanted = _words(" ".join(content_terms(question.text)))
+    wanted = _asked(question.text)
     if not wanted:
         return None
     said = [(node, statement, n) for node in sorted(nodes, key=lambda n: (n.start, n.end))

@@ -15,6 +15,11 @@ default backends, no ``LUCY_*`` settings of the caller's), in one run:
      discovery prefix for ``--idle-seconds`` (default 610: two of the status heartbeat's 300 s), per stream, scaled
      to an hour. Retained messages a new subscription is sent are not counted (nothing published them then).
 
+  4. a stream's worker: from asking for the process to its having imported what a worker runs
+     (``lucy.runtime.worker``), spawned as an interpreter of its own (the baseline) and forked from the server's
+     preloaded fork server (what ``lucy serve`` does: :data:`lucy.runtime.worker_process.PRELOAD`); the fork
+     server's own start, paid once per server, is given apart.
+
 The stream is bench/service.py's two-minute question video (signs, colours, boxes at known times), ingested once with
 ``lucy ingest`` (defaults).
 
@@ -215,13 +220,54 @@ def mqtt_idle(video: Path, cwd: Path, idle_seconds: float) -> dict[str, object]:
             "per_stream_per_hour": {n: c / hours for n, c in per_stream.items()}, "topics": dict(topics)}
 
 
+# Run in a fresh ``python -c`` process (a server has no main script for its children to import again): each start
+# asks for a process whose first step is what a stream worker imports (lucy.runtime.worker_process._serve_stream).
+_WORKER_STARTS = """
+import importlib, json, multiprocessing, sys, time
+from lucy.runtime.worker_process import PRELOAD
+runs, out = int(sys.argv[1]), {}
+for method in ("spawn", "forkserver"):
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(PRELOAD))
+    out[method] = []
+    for k in range(runs + (method == "forkserver")):  # the first fork also starts the fork server
+        began = time.perf_counter()
+        process = ctx.Process(target=importlib.import_module, args=("lucy.runtime.worker",))
+        process.start()
+        process.join()
+        assert process.exitcode == 0, (method, process.exitcode)
+        out[method].append(time.perf_counter() - began)
+print(json.dumps(out))
+"""
+
+
+def worker_start(runs: int) -> dict[str, object]:
+    print(f"\n4. a stream's worker: wall seconds from start to its modules imported, {runs} starts each", flush=True)
+    done = subprocess.run([sys.executable, "-c", _WORKER_STARTS, str(runs)], capture_output=True, text=True,
+                          check=True, env=env(), timeout=600)
+    times = json.loads(done.stdout)
+    first, forks = times["forkserver"][0], times["forkserver"][1:]
+    spawn, fork = statistics.median(times["spawn"]), statistics.median(forks)
+    print(f"  spawned (baseline)          {spawn:6.3f} s median", flush=True)
+    print(f"  forked from the fork server {fork:6.3f} s median = {fork / spawn:.3f}x the baseline "
+          f"(the fork server's own start, once per server: {first:.2f} s)", flush=True)
+    return {"spawn_seconds": times["spawn"], "fork_seconds": forks, "fork_server_start": first}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=11, help="fresh processes per start-up figure (the median)")
     parser.add_argument("--idle-seconds", type=float, default=610.0, help="idle MQTT window counted")
     parser.add_argument("--no-mqtt", action="store_true", help="skip the idle MQTT count")
+    parser.add_argument("--workers-only", action="store_true", help="only figure 4, a stream worker's start")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
+    if args.workers_only:
+        figures_only = {"workers": worker_start(args.runs)}
+        if args.json:
+            args.json.write_text(json.dumps(figures_only, indent=1))
+        return 0
     video = question_video()
     with tempfile.TemporaryDirectory(prefix="lucy-startup-") as tmp:
         cwd = Path(tmp)
@@ -232,6 +278,7 @@ def main() -> int:
         figures: dict[str, object] = {"startup": startup(data, cwd, args.runs), "search": relevance(data, cwd)}
         if not args.no_mqtt:
             figures["mqtt"] = mqtt_idle(video, cwd, args.idle_seconds)
+    figures["workers"] = worker_start(args.runs)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     return 0

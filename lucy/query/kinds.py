@@ -324,13 +324,14 @@ _COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown
 # "Are the people in the square late?", "Is the driver lost?": a yes-or-no question that says what a thing *is*
 # (a copula, then the thing, then what is said of it) asks about a state the detector observes only when what is said
 # of it can be seen: being there or in view, a place, a colour, a way of moving or standing (any "-ing" word), a
-# size. Anything else (late, lost, angry, married, in a hurry) is beyond the observations.
+# size. Anything else (late, lost, angry, married) is beyond the observations.
 _COPULA_Q = _any(r"^\s*(?:is|are|was|were)\s+(?!there\b|it\b|this\b|that\b|anything\b|something\b)(?P<rest>.+)$")
 _PLACE_PHRASE = re.compile(r"^(?:in|on|at|near|by|inside|outside|behind|under|across|beside|next to|in front of)\s+"
                            r"(?:the\s+|a\s+|an\s+|this\s+|that\s+)?[a-z]+(?:\s+(?:area|side|corner|lane|part))?\s*")
 _SEEN_STATE = _any(r"\b(?:visible|seen|shown|present|there|here|around|in (?:view|frame|shot|sight|the (?:picture|"
                    r"frame|image|video|scene))|on (?:screen|camera|(?:the )?(?:left|right))|(?!\w*thing\b)\w+ing|"
-                   r"moving|still|parked|gone|left|right|top|bottom|middle|centre|center|inside|outside|alone|together|open|closed|shut|"
+                   r"moving|still|parked|gone|left|right|top|bottom|middle|centre|center|inside|outside|alone|"
+                   r"together|open|closed|shut|"
                    r"empty|full|big|small|large|little|tall|short|wide|long|dressed|wearing|carrying|holding|"
                    r"red|orange|yellow|green|blue|purple|pink|brown|black|white|gr[ae]y|silver|dark|light|"
                    r"one|two|three|four|five|\d+|more|fewer|any|many|several)\b")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lucy.allocator import jemalloc_path
+from lucy.allocator import jemalloc_conf, jemalloc_path
 from lucy.testing.waiting import wait_for
 
 
@@ -23,6 +23,9 @@ def test_the_server_and_its_workers_run_on_jemalloc(lucy_server, videos):
         assert r.status_code == 201, r.text
         pid = wait_for(lambda: c.get("/v1/streams/cam").json().get("worker_pid"), 60, "a stream worker")
     assert "libjemalloc" in _maps(pid)
+    for process in (server.proc.pid, pid):  # with Lucy's options (fewer arenas, freed pages handed back sooner)
+        environ = Path(f"/proc/{process}/environ").read_bytes().split(b"\0")
+        assert f"MALLOC_CONF={jemalloc_conf()}".encode() in environ
     assert "allocator jemalloc" in server.log() and "jemalloc is not installed" not in server.log()
 
 

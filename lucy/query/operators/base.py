@@ -277,8 +277,13 @@ def _pick_time(options: Sequence[str], value: float, tolerance: float) -> tuple[
 def _pick_words(options: Sequence[str], value: str) -> tuple[int | None, bool]:
     """The option that shares the most words with ``value`` (exact: it holds all of the option's words and no
     other option shares as many)."""
-    wanted = set(terms(value))
-    scored = [(len(wanted & set(terms(o))), len(set(terms(o))), i) for i, o in enumerate(options)]
+    plain = not terms(value)  # a value of words search leaves out ("before", "after") is matched by those words
+
+    def words(text: str) -> set[str]:
+        return set(text.lower().split()) if plain else set(terms(text))
+
+    wanted = words(value)
+    scored = [(len(wanted & words(o)), len(words(o)), i) for i, o in enumerate(options)]
     best = max(scored, key=lambda s: (s[0], -s[1]), default=None)
     if best is None or best[0] == 0:
         return None, False

@@ -21,7 +21,7 @@ from lucy.memory.nodes import MemoryNode
 from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
 from lucy.query.kinds import ParsedQuestion
 from lucy.query.operators.base import DOUBT, Grounds, OperatorAnswer, confidence, span_words
-from lucy.query.operators.lines import MERGE_GAP, content_terms, held
+from lucy.query.operators.lines import MERGE_GAP, content_terms, held, things_in
 from lucy.text import clip_words, terms
 
 _STATEMENT = re.compile(r"\n+|;\s+")
@@ -106,21 +106,23 @@ def number_said(statement: str, wanted: set[str]) -> int | None:
     return int(token) if token.isdigit() else _NUMBER_WORDS.get(token)
 
 
-_WHEN = re.compile(r"\((?:[^()]*?, )?(?:seen )?(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? s\)")  # "(top left, 37.0-39.0 s)"
+def _joined(spans: Iterable[tuple[float, float]], gap: float = 0.0) -> list[list[float]]:
+    """``spans`` as the runs they make, spans less than ``gap`` apart joined."""
+    runs: list[list[float]] = []
+    for a, b in sorted(spans):
+        if runs and a <= runs[-1][1] + gap:
+            runs[-1][1] = max(runs[-1][1], b)
+        else:
+            runs.append([a, b])
+    return runs
 
 
 def _showings(statements: Iterable[str]) -> int:
-    """How many separate showings ``statements`` speak of: their times, merged where they overlap (within
-    :data:`lucy.query.operators.lines.MERGE_GAP`); a statement that gives no time is one of those. Two showings of
-    a thing at different times may be two things, or one counted twice: the question does not say which."""
-    spans = sorted((float(m[1]), float(m[2] or m[1])) for text in statements if (m := _WHEN.search(text)))
-    merged: list[list[float]] = []
-    for a, b in spans:
-        if merged and a <= merged[-1][1] + MERGE_GAP:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    return max(1, len(merged))
+    """How many separate showings ``statements`` speak of: the times they give (:func:`things_in`), joined where
+    they lie within :data:`lucy.query.operators.lines.MERGE_GAP`; statements that give no time are one of those.
+    Two showings of a thing at different times may be two things, or one counted twice: the question does not say
+    which."""
+    return max(1, len(_joined(((t.first, t.last) for text in statements for t in things_in(text)), MERGE_GAP)))
 
 
 def looked_closely(nodes: Sequence[MemoryNode], start: float, end: float) -> float:
@@ -128,14 +130,9 @@ def looked_closely(nodes: Sequence[MemoryNode], start: float, end: float) -> flo
     frames passed over may hold more of a thing than any caption says."""
     if end <= start:
         return 1.0
-    spans = sorted((max(n.start, start), min(n.end, end)) for n in nodes
+    runs = _joined((max(n.start, start), min(n.end, end)) for n in nodes
                    if n.level in _DETAILED and n.level != SPEECH_LEVEL and n.end > start and n.start < end)
-    covered, reach = 0.0, start
-    for a, b in spans:
-        if b > reach:
-            covered += b - max(a, reach)
-            reach = b
-    return covered / (end - start)
+    return sum(b - a for a, b in runs) / (end - start)
 
 
 def count(question: ParsedQuestion, nodes: Sequence[MemoryNode], start: float, end: float) -> OperatorAnswer | None:

@@ -12,7 +12,7 @@ class for "when did the car arrive", two showings of one text, two things seen a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from lucy.perception.objects import TrackedObject
 from lucy.query.kinds import ParsedQuestion, Subject, parse, subject_of
@@ -244,10 +244,7 @@ def order(question: ParsedQuestion, observed: Observed | None, lines: MemoryLine
         relation = "before" if a.first < b.first else "after"
         sentence = f"{relation[0].upper()}{relation[1:]} — {phrases[0]} ({hms(a.first)}) came {relation} " \
                    f"{phrases[1]} ({hms(b.first)})."
-        answer = OperatorAnswer(sentence, confidence, evidence, reason, value=relation)
-        picked = [i for i, o in enumerate(options) if relation in o.lower().split()]
-        if len(picked) == 1:  # the options are the two relations ("before", "after")
-            answer = replace(answer, answer=options[picked[0]], option_index=picked[0])
+        answer = OperatorAnswer(sentence, confidence, evidence, reason, value=relation)  # options: by its word
     elif sides is not None and sides[2] is not None:
         holds = (a.first < b.first) == (sides[2] == "before")
         verb = "before" if a.first < b.first else "after"

@@ -314,61 +314,94 @@ class Source(ABC):
         ``stream`` and sound of ``audio`` (either may be None), in the container's order. With ``sink``, every
         packet goes to it once decoded, and so do those of ``recorded_audio`` (a sound track kept for the
         recording alone, not decoded)."""
-        fps = getattr(self, "_sample_fps", None)
-        skipping = (stream is not None and fps is not None
-                    and float(stream.average_rate or 0) >= _SKIP_RATE_FACTOR * fps)
-        if skipping:
-            assert stream is not None
-            stream.codec_context.skip_frame = "NONREF"
-        previous: float | None = None  # time of the last frame yielded while skipping
-        replay_after: float | None = None  # after a rewind: frames up to here were yielded already
+        skipper = _Skipper(stream, getattr(self, "_sample_fps", None), self.description, rewind=not self.live)
         wanted = {s.index: s for s in (stream, audio, recorded_audio if sink is not None else None) if s is not None}
         for packet in container.demux(*wanted.values()):
             if self.stopped:
                 return
             if audio is not None and packet.stream.index == audio.index:
                 try:
-                    yield from packet.decode()
-                except av.error.InvalidDataError:
+                    frames = self._decode_sound(packet, pictures_too=stream is not None)
+                except av.error.InvalidDataError:  # a damaged packet of sound: neither heard nor recorded
                     self.decode_errors += 1
                     continue
-                except av.error.FFmpegError as err:  # the sound cannot be decoded at all: go on with pictures
-                    if stream is None:
-                        raise
-                    log.warning("%s: audio dropped (%s)", self.description, _ffmpeg_reason(err))
+                if frames is None:
                     audio = None
-                    self.has_audio = False
-                if sink is not None:
-                    sink.packet(packet)
-                continue
-            if stream is None or packet.stream.index != stream.index:  # sound for the recording alone
-                if sink is not None:
-                    sink.packet(packet)
-                continue
-            try:
-                for frame in packet.decode():
-                    ft = _frame_time(frame)
-                    if replay_after is not None and ft is not None:
-                        if ft <= replay_after:
+                yield from frames or ()
+            elif stream is not None and packet.stream.index == stream.index:
+                try:
+                    for frame in packet.decode():
+                        ft = _frame_time(frame)
+                        if skipper.replayed(ft):
                             continue
-                        replay_after = None
-                    if skipping and ft is not None:
-                        if previous is not None and ft - previous > 0.5 / fps:  # type: ignore[operator]
-                            skipping = False
-                            stream.codec_context.skip_frame = "DEFAULT"
-                            log.info("%s: decoding every frame (skipping left sampling slots empty)",
-                                     self.description)
-                            if not self.live:  # decode the stretch just skipped over again
-                                container.seek(int(previous / stream.time_base), stream=stream, backward=True)
-                                replay_after = previous
-                                break
-                        previous = ft
-                    yield frame
-            except av.error.InvalidDataError:
-                self.decode_errors += 1
-                continue  # a damaged picture (often the half packet a dropped connection leaves) is not recorded
+                        if skipper.rewound(ft, container):
+                            break
+                        yield frame
+                except av.error.InvalidDataError:
+                    self.decode_errors += 1
+                    continue  # a damaged picture (often the half packet a dropped connection leaves) is not recorded
+            # (else: sound for the recording alone)
             if sink is not None:
                 sink.packet(packet)
+
+    def _decode_sound(self, packet: av.Packet, *, pictures_too: bool) -> list[av.AudioFrame] | None:
+        """The sound frames of one packet (a damaged one raises ``InvalidDataError``); None once the sound cannot
+        be decoded at all (raised instead when there are no pictures to go on with)."""
+        try:
+            return packet.decode()
+        except av.error.InvalidDataError:
+            raise
+        except av.error.FFmpegError as err:
+            if not pictures_too:
+                raise
+            log.warning("%s: audio dropped (%s)", self.description, _ffmpeg_reason(err))
+            self.has_audio = False
+            return None
+
+
+class _Skipper:
+    """Decoding only the frames others refer to while that leaves no sampling slot empty (see
+    :meth:`Source.skip_unneeded_frames`): once a gap between pictures passes half a slot, every frame is decoded,
+    and a file (``rewind``) is sought back to decode the stretch just skipped over again."""
+
+    def __init__(self, stream: av.VideoStream | None, fps: float | None, description: str, *, rewind: bool) -> None:
+        self.stream = stream
+        self.fps = fps
+        self.description = description
+        self.rewind = rewind
+        self.skipping = (stream is not None and fps is not None
+                         and float(stream.average_rate or 0) >= _SKIP_RATE_FACTOR * fps)
+        if self.skipping:
+            assert stream is not None
+            stream.codec_context.skip_frame = "NONREF"
+        self.previous: float | None = None  # time of the last frame yielded while skipping
+        self.replay_after: float | None = None  # after a rewind: frames up to here were yielded already
+
+    def replayed(self, ft: float | None) -> bool:
+        """Whether a frame decoded again after a rewind was yielded before."""
+        if self.replay_after is None or ft is None:
+            return False
+        if ft <= self.replay_after:
+            return True
+        self.replay_after = None
+        return False
+
+    def rewound(self, ft: float | None, container: av.container.InputContainer) -> bool:
+        """Whether the frame at ``ft`` left a slot empty and the file was sought back (the frame is not yielded:
+        it comes again)."""
+        if not self.skipping or ft is None:
+            return False
+        assert self.stream is not None and self.fps is not None
+        if self.previous is not None and ft - self.previous > 0.5 / self.fps:
+            self.skipping = False
+            self.stream.codec_context.skip_frame = "DEFAULT"
+            log.info("%s: decoding every frame (skipping left sampling slots empty)", self.description)
+            if self.rewind:  # decode the stretch just skipped over again
+                container.seek(int(self.previous / self.stream.time_base), stream=self.stream, backward=True)
+                self.replay_after = self.previous
+                return True
+        self.previous = ft
+        return False
 
 
 class _MediaClock:

@@ -47,6 +47,7 @@ from lucy.config import Level, LucySettings
 from lucy.errors import StoreError, is_disk_full
 from lucy.ingest.frames import Clip, FrameStore, FrameStores, StreamInfo, check_stream_name
 from lucy.ingest.pipeline import IngestStats
+from lucy.memory.backoff import Retries, done_until
 from lucy.memory.captioners.base import Captioner, CaptionerError, StoredSpan
 from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, Caption, MemoryNode
@@ -528,8 +529,7 @@ class CoarseBuilder:
         While the captioner is failing, one span at a time probes it (the others wait), so a dead or
         recovering server gets one request per backoff step, not one per worker.
         """
-        memory = self.settings.memory
-        delay = memory.retry_initial_seconds
+        retries = Retries(self.stats, "captioner", self.stream, self.settings.memory)
         probing = False
         transcript = None
         if self.captioner.hears:  # what was said goes with the frames
@@ -552,21 +552,9 @@ class CoarseBuilder:
                 caption, error = await self._try_describe(clip, transcript, observed, stored)
                 if caption is not None:
                     self.stats.describe_seconds += time.monotonic() - began
-                    if self.stats.down_since is not None:
-                        log.info("captioner of %s answers again after %.0f s; captioning the backlog",
-                                 self.stream, self.stats.down_seconds)
-                        self.stats.down_since = None
+                    retries.answered("; captioning the backlog")
                     return caption.text, caption.model or self.captioner.model
-                self.stats.failures += 1
-                self.stats.last_error = error
-                if self.stats.down_since is None:  # one warning per outage; each retry at debug level
-                    self.stats.down_since = time.monotonic()
-                    log.warning("captioner of %s failing (%s); spans stay pending and are retried with backoff",
-                                self.stream, error)
-                log.debug("caption of %s [%.1f, %.1f) failed (%s); retrying in %.1f s",
-                          self.stream, job.start, job.end, error, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, memory.retry_max_seconds)
+                await retries.failed(error, "caption", job.start, job.end)
         finally:
             if probing:
                 self._probe.release()
@@ -586,11 +574,8 @@ class CoarseBuilder:
         async with self._slots:  # at most max_in_flight describe() calls at once
             self.stats.in_flight += 1
             try:
-                heard: dict[str, object] = {} if transcript is None else {"transcript": transcript}
-                if observed is not None:
-                    heard["observed"] = observed
-                if stored is not None:
-                    heard["stored"] = stored
+                heard = {name: value for name, value in (("transcript", transcript), ("observed", observed),
+                                                         ("stored", stored)) if value is not None}
                 async with asyncio.timeout(self.settings.memory.caption_timeout_seconds):
                     caption = await self.captioner.describe(clip, self.instruction, level=self.level, **heard)
                 return caption, ""
@@ -600,13 +585,5 @@ class CoarseBuilder:
                 self.stats.in_flight -= 1
 
     def _advance_captioned_until(self) -> None:
-        k = self._contiguous  # spans below it are captioned whole; captions only ever grow
-        while k in self._done and self._done[k] >= (k + 1) * self.span_seconds - _EPS:
-            k += 1
-        self._contiguous = k
-        until = k * self.span_seconds
-        if k in self._done:  # a partial last span
-            until = self._done[k]
-        elif k > 0:  # the last span may reach a little past its nominal end (the stream's media end)
-            until = max(until, self._done[k - 1])
-        self.stats.captioned_until = until
+        # (spans below _contiguous are captioned whole; captions only ever grow)
+        self._contiguous, self.stats.captioned_until = done_until(self._done, self.span_seconds, self._contiguous)

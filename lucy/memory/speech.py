@@ -28,6 +28,7 @@ from typing import Any
 
 from lucy.config import LucySettings
 from lucy.ingest.frames import FrameStore
+from lucy.memory.backoff import Retries, done_until
 from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanListener
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
 from lucy.memory.store import MemoryStore
@@ -109,7 +110,6 @@ class SpeechWorker(SpanListener):
         self._taken: set[int] = set()  # spans a worker holds now
         self._ready: asyncio.Event | None = None
         self._looked = False  # update() has looked at the frame store once (so has_audio is known)
-        self._retry = settings.memory.retry_initial_seconds
 
     @property
     def caught_up(self) -> bool:
@@ -224,8 +224,7 @@ class SpeechWorker(SpanListener):
 
     async def _transcribe(self, job: Span, clip: object) -> list:
         """Transcribe with exponential backoff until the transcriber answers (the span stays pending meanwhile)."""
-        memory = self.settings.memory
-        delay = memory.retry_initial_seconds
+        retries = Retries(self.stats, "transcriber", self.stream, self.settings.memory)
         while True:
             began = time.monotonic()
             self.stats.in_flight += 1
@@ -237,33 +236,14 @@ class SpeechWorker(SpanListener):
             else:
                 self.stats.transcribe_seconds += time.monotonic() - began
                 self.stats.audio_seconds += len(clip) / clip.sample_rate  # type: ignore[arg-type, attr-defined]
-                if self.stats.down_since is not None:
-                    log.info("transcriber of %s answers again after %.0f s", self.stream, self.stats.down_seconds)
-                    self.stats.down_since = None
+                retries.answered()
                 return lines
             finally:
                 self.stats.in_flight -= 1
-            self.stats.failures += 1
-            self.stats.last_error = error
-            if self.stats.down_since is None:
-                self.stats.down_since = time.monotonic()
-                log.warning("transcriber of %s failing (%s); spans stay pending and are retried with backoff",
-                            self.stream, error)
-            log.debug("transcript of %s [%.1f, %.1f) failed (%s); retrying in %.1f s",
-                      self.stream, job.start, job.end, error, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, memory.retry_max_seconds)
+            await retries.failed(error, "transcript", job.start, job.end)
 
     def _advance(self) -> None:
-        k = 0
-        while k in self._done and self._done[k] >= (k + 1) * self.span_seconds - _EPS:
-            k += 1
-        until = k * self.span_seconds
-        if k in self._done:
-            until = self._done[k]
-        elif k > 0:
-            until = max(until, self._done[k - 1])
-        self.stats.transcribed_until = until
+        self.stats.transcribed_until = done_until(self._done, self.span_seconds)[1]
 
     async def aclose(self) -> None:
         try:

@@ -214,6 +214,27 @@ def _stopped(points: list[tuple[float, float, float]]) -> bool:
     return t_end - still_since >= _STOPPED_SECONDS
 
 
+def _stayed(points: list[tuple[float, float, float]], first: float, last: float, *, there_before: bool,
+            there_after: bool) -> _Way:
+    """An object that did not move (or whose moves led nowhere): where it stood, and from or until when."""
+    mx, my = statistics.fmean(p[1] for p in points), statistics.fmean(p[2] for p in points)
+    if there_before and there_after:
+        return _Way("stayed", f"at the {place(mx, my)} throughout", first, "")
+    when = f"until {_at(last)}" if there_before else f"from {_at(first)}" if there_after else _times(first, last)
+    return _Way("stayed", f"at the {place(mx, my)}", first, when)
+
+
+def _through(points: list[tuple[float, float, float]], came: str, went: str, first: float, seen: str) -> _Way:
+    """An object that came in at one edge and went out at one: across, or in and back out."""
+    if _OPPOSITE[came] == went:
+        words = {"left": "left to right", "right": "right to left", "top": "from the top to the bottom",
+                 "bottom": "from the bottom to the top"}[came]
+        return _Way("through", words, first, seen, _band(points, came in ("left", "right")))
+    if came == went:
+        return _Way("through", f"in and back out at the {came}", first, seen)
+    return _Way("through", f"in from the {came}, out at the {went}", first, seen)
+
+
 def way_of(track: TrackedObject, start: float, end: float, until: float | None = None) -> _Way:
     """How ``track`` went within ``[start, end)``: where it came in and went out (edges of the picture), or stayed.
     ``until``: how far the detector had looked (an open track is there at the end when seen near the end of what
@@ -230,20 +251,10 @@ def way_of(track: TrackedObject, start: float, end: float, until: float | None =
     x, y = points[-1][1], points[-1][2]
     heading = _heading(points)
     if not track.moving or (heading is None and came is None and went is None):
-        mx, my = statistics.fmean(p[1] for p in points), statistics.fmean(p[2] for p in points)
-        if there_before and there_after:
-            return _Way("stayed", f"at the {place(mx, my)} throughout", first, "")
-        when = f"until {_at(last)}" if there_before else f"from {_at(first)}" if there_after else _times(first, last)
-        return _Way("stayed", f"at the {place(mx, my)}", first, when)
+        return _stayed(points, first, last, there_before=there_before, there_after=there_after)
     seen = _times(first, last)
     if came and went:
-        if _OPPOSITE[came] == went:
-            words = {"left": "left to right", "right": "right to left", "top": "from the top to the bottom",
-                     "bottom": "from the bottom to the top"}[came]
-            return _Way("through", words, first, seen, _band(points, came in ("left", "right")))
-        if came == went:
-            return _Way("through", f"in and back out at the {came}", first, seen)
-        return _Way("through", f"in from the {came}, out at the {went}", first, seen)
+        return _through(points, came, went, first, seen)
     if came:
         end_words = f"stopped at the {place(x, y)}" if _stopped(points) else (
             f"was still in view at the {place(x, y)}" if there_after else f"was last seen at the {place(x, y)}")
@@ -311,6 +322,22 @@ def _order(kind: str) -> tuple[int, str]:
     return (0 if kind == PERSON else 1 if kind == VEHICLE else 2 if kind in ANIMALS else 3, kind)
 
 
+def _subject(kind: str, noun: str, members: list[tuple[TrackedObject, _Way]], detail: _Detail) -> str:
+    """"3 people (2 in red top, 1 in blue top)", "1 white car": how many, and how they looked."""
+    n = len(members)
+    seen = Counter(filter(None, (looks(t) for t, _ in members)))
+    worn = kind == PERSON  # a person's looks are clothes ("in red top"), a vehicle's its colour ("red")
+    if len(seen) == 1 and (n == 1 or (detail.looks and seen.total() == n)):  # one look, short: always worth it
+        look = next(iter(seen))
+        return f"{n} {noun} in {look}" if worn else f"{n} {look} {noun}"
+    subject = f"{n} {noun}"
+    if seen and detail.looks:
+        named = seen.most_common(detail.looks)
+        subject += " (" + ", ".join(f"{c} in {k}" if worn else f"{c} {k}" for k, c in named) + \
+                   (", ..." if len(seen) > len(named) else "") + ")"
+    return subject
+
+
 def _group_words(kind: str, way: str, words: str, members: list[tuple[TrackedObject, _Way]], detail: _Detail,
                  band: str | None, ride: str = "") -> str:
     n = len(members)
@@ -319,17 +346,7 @@ def _group_words(kind: str, way: str, words: str, members: list[tuple[TrackedObj
     if way == RIDDEN_BY:  # counted here, described with their riders
         return f"{n} ridden by {'a person' if n == 1 else 'people'}"
 
-    seen = Counter(filter(None, (looks(t) for t, _ in members)))
-    worn = kind == PERSON  # a person's looks are clothes ("in red top"), a vehicle's its colour ("red")
-    if len(seen) == 1 and (n == 1 or (detail.looks and seen.total() == n)):  # one look, short: always worth it
-        look = next(iter(seen))
-        subject = f"{n} {noun} in {look}" if worn else f"{n} {look} {noun}"
-    else:
-        subject = f"{n} {noun}"
-        if seen and detail.looks:
-            named = seen.most_common(detail.looks)
-            subject += " (" + ", ".join(f"{c} in {k}" if worn else f"{c} {k}" for k, c in named) + \
-                       (", ..." if len(seen) > len(named) else "") + ")"
+    subject = _subject(kind, noun, members, detail)
     if ride:
         subject += f" on a {ride}" if n == 1 else f" on {plural(ride)}"
     if n > 1:

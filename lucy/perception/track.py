@@ -336,36 +336,14 @@ class Tracker:
         changed, as records — confirmed in this frame, reported again (every :data:`UPDATE_SECONDS` of an object's
         life in view) and ended (lost for ``track_lost_seconds``). ``frame`` (H x W x 3 uint8 RGB, what was
         detected on) gives the objects' colours and snapshots."""
-        if not math.isfinite(time):
-            raise ValueError(f"frame time must be a finite number of seconds, not {time}")
-        if self._time is not None and time < self._time:
-            raise ValueError(f"frame times must not go back: {time:.3f} s after {self._time:.3f} s")
-        if frame is not None and (frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8):
-            raise ValueError(f"frame must be H x W x 3 uint8, not {frame.shape} {frame.dtype}")
-        if frame is not None and frame.shape[0] > 0:
-            self._aspect = frame.shape[1] / frame.shape[0]
-        if self._time is not None and time > self._time:
-            # a pause in the frames (longer than a prediction is trusted) says nothing of the detect rate
-            self._interval = 0.8 * self._interval + 0.2 * min(time - self._time, self.settings.track_lost_seconds,
-                                                              PREDICT_SECONDS)
-        dt = 0.0 if self._time is None else time - self._time
-        self._time = time
+        dt = self._advance(time, frame)
         out = self._expire(time)
         for track in self._tracks:
             track.predict(dt)
             track.matched = False
         dets = _clean(detections)
         crowded = _crowded(dets)
-        high = [d for d in dets if d.score >= self.settings.track_high_score]
-        low = [d for d in dets if d.score < self.settings.track_high_score]
-        # lost ones (unseen for longer than the prediction is trusted) only by re-identification, in _identify
-        confirmed = [t for t in self._tracks if t.track_id is not None and time - t.last_seen <= PREDICT_SECONDS]
-        tentative = [t for t in self._tracks if t.track_id is None]
-        pairs, confirmed_left, high_left = self._associate(confirmed, high)
-        more, _, _ = self._associate(confirmed_left, low)
-        pairs += more
-        more, _, high_left = self._associate(tentative, high_left)
-        pairs += more
+        pairs, high_left = self._match(dets, time)
         shrunk: list[np.ndarray | None] = [None]  # the frame shrunk for snapshots, made once if any track needs it
         confirming: list[_Track] = []
         for track, det in pairs:
@@ -376,11 +354,9 @@ class Tracker:
         for det in high_left:
             self._start(det, time, frame, shrunk, clear=id(det) not in crowded)
         self._pair_riders()
-        for track in self._tracks:
-            if track.track_id is None or not track.matched:
-                continue
-            if track in newly or time - track.last_report >= self.update_seconds:
-                out.append(self._record(track, active=True))
+        out += [self._record(track, active=True) for track in self._tracks
+                if track.track_id is not None and track.matched
+                and (track in newly or time - track.last_report >= self.update_seconds)]
         self._counts = self._count(time)
         self._pending.append((time, [t for t in self._tracks if (t.track_id is None and t.matched) or self._shown(t)]))
         return out
@@ -435,6 +411,39 @@ class Tracker:
         return len(self._tracks)
 
     # --------------------------------------------------------------------------------------------- stages
+
+    def _advance(self, time: float, frame: np.ndarray | None) -> float:
+        """Refuse a frame out of order or of the wrong shape; move the clock to ``time``. The seconds it moved."""
+        if not math.isfinite(time):
+            raise ValueError(f"frame time must be a finite number of seconds, not {time}")
+        if self._time is not None and time < self._time:
+            raise ValueError(f"frame times must not go back: {time:.3f} s after {self._time:.3f} s")
+        if frame is not None and (frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8):
+            raise ValueError(f"frame must be H x W x 3 uint8, not {frame.shape} {frame.dtype}")
+        if frame is not None and frame.shape[0] > 0:
+            self._aspect = frame.shape[1] / frame.shape[0]
+        if self._time is not None and time > self._time:
+            # a pause in the frames (longer than a prediction is trusted) says nothing of the detect rate
+            self._interval = 0.8 * self._interval + 0.2 * min(time - self._time, self.settings.track_lost_seconds,
+                                                              PREDICT_SECONDS)
+        dt = 0.0 if self._time is None else time - self._time
+        self._time = time
+        return dt
+
+    def _match(self, dets: list[Detection], time: float) -> tuple[list[tuple[_Track, Detection]], list[Detection]]:
+        """ByteTrack's two rounds: confident detections to the confirmed tracks, the weak ones to the confirmed
+        tracks left, then the confident ones left to the tentative tracks. The pairs, and the confident detections
+        no track took (each a new track)."""
+        high = [d for d in dets if d.score >= self.settings.track_high_score]
+        low = [d for d in dets if d.score < self.settings.track_high_score]
+        # lost ones (unseen for longer than the prediction is trusted) only by re-identification, in _identify
+        confirmed = [t for t in self._tracks if t.track_id is not None and time - t.last_seen <= PREDICT_SECONDS]
+        tentative = [t for t in self._tracks if t.track_id is None]
+        pairs, confirmed_left, high_left = self._associate(confirmed, high)
+        more, _, _ = self._associate(confirmed_left, low)
+        pairs += more
+        more, _, high_left = self._associate(tentative, high_left)
+        return pairs + more, high_left
 
     def _expire(self, time: float) -> list[TrackedObject]:
         lost = self.settings.track_lost_seconds

@@ -242,18 +242,10 @@ class _QuestionLoop:
     async def _steps(self) -> AsyncIterator[TraceStep]:
         await self._open()
         # 0. a count, presence or summary question that what the detector observed answers: no captions, no agents
-        observed = await self._from_observations()
-        if observed is not None:
-            yield observed.step
-            if observed.confident:
-                yield await self._finish(observed.reply, confident=True)
-                return
-            if self.parsed.kind is Kind.BEYOND and not self.engine.reasoner.interprets:
-                # A reasoner that quotes and scores cannot say why, however closely the loop looks: the operator's
-                # honest account of what memory holds is the answer, not confident.
-                observed.step.detail += "; the reasoner cannot interpret beyond it: no backtracking"
-                yield await self._finish(observed.reply, confident=False)
-                return
+        async for step in self._observed_first():
+            yield step
+        if self.result is not None:
+            return
         async for step in caption_tail(self.view, self.span_captioner, self.trace, max_spans=self.config.tail_max_spans,
                                        instruction=self.engine.coarse_instruction):
             yield step
@@ -316,7 +308,29 @@ class _QuestionLoop:
                     answer.step.detail += f"; unchanged after looking closer {steady} times: no more rounds"
                     break
 
-        # 4. forced final answer, never confident; a choice made from the very memories it would be shown stands
+        # 4. forced final answer, never confident
+        async for step in self._final(last, shown):
+            yield step
+
+    async def _observed_first(self) -> AsyncIterator[TraceStep]:
+        """Step 0: the kind's operator reads what the detector observed; a confident reading (or one that a
+        reasoner which cannot interpret could only repeat) finishes the question."""
+        observed = await self._from_observations()
+        if observed is not None:
+            yield observed.step
+            if observed.confident:
+                yield await self._finish(observed.reply, confident=True)
+                return
+            if self.parsed.kind is Kind.BEYOND and not self.engine.reasoner.interprets:
+                # A reasoner that quotes and scores cannot say why, however closely the loop looks: the operator's
+                # honest account of what memory holds is the answer, not confident.
+                observed.step.detail += "; the reasoner cannot interpret beyond it: no backtracking"
+                yield await self._finish(observed.reply, confident=False)
+                return
+
+    async def _final(self, last: AnswerReply | None, shown: list[int]) -> AsyncIterator[TraceStep]:
+        """Step 4, the forced final answer, never confident: a choice made from the very memories it would be
+        shown stands; an open question the operator answers takes the operator's sentence over a quoted line."""
         if last is not None and last.option_index is not None and sorted(shown) == sorted(self.view.current):
             step = self.trace.begin("final")
             step.detail = (f"{clip_words(last.answer, 120)!r} confident=False: the last answer stands (memory has "

@@ -222,9 +222,15 @@ class _QuestionLoop:
 
     async def execute(self) -> AsyncIterator[TraceStep]:
         """Answer the question, yielding each step as it happens; ``result`` is set at the end."""
-        async for step in self._steps():
-            self._name(step)
-            yield step
+        try:
+            async for step in self._steps():
+                self._name(step)
+                yield step
+        finally:
+            # The trace (which the result keeps) no longer calls back into the loop: without that cycle a
+            # question's memory view is freed when it ends, not at the collector's next full pass (a server held
+            # dozens of finished questions' views, and grew with them).
+            self.trace.on_begin = self._told
 
     def _begun(self, step: TraceStep) -> None:
         self._name(step)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -494,3 +496,29 @@ def test_the_first_round_looks_closer_where_the_coarse_answer_found_its_evidence
     searched = [(s.level, s.start) for s in result.trace if s.agent == "caption"]
     assert searched[0] == ("coarse", 180.0)
     assert result.confident and result.answer == "red" and result.iterations == 1
+
+
+def test_a_finished_question_leaves_no_cycle_holding_its_memory(tmp_path, fakes, seeded):
+    """Its view of memory is freed as the question ends, not at the collector's next full pass (a server kept dozens
+    of finished questions' views alive between passes, and its memory grew with them)."""
+    select, localise = pick_mentions("harbor", "van")
+    engine = fakes.make_engine(tmp_path, frames=fakes.FakeFrames(duration=300), captioner=fakes.FakeCaptioner(world),
+                               memory=seeded,
+                               reasoner=fakes.ScriptedReasoner(answer=sees_plate, select=select, localise=localise))
+    views: list[weakref.ref] = []
+
+    async def ask() -> None:
+        query = engine.run(QUESTION)
+        async for _ in query:
+            if not views and hasattr(query._question, "view"):
+                views.append(weakref.ref(query._question.view))
+        assert query.result is not None and query.result.confident
+
+    gc.collect()
+    gc.disable()
+    try:
+        asyncio.run(ask())
+        assert views, "the question's view was never made"
+        assert views[0]() is None, "a finished question's memory view is still alive (held by a reference cycle)"
+    finally:
+        gc.enable()

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from lucy.memory.nodes import MemoryNode
 from lucy.query.kinds import Kind, ParsedQuestion
 from lucy.query.operators import describing, mentions, reading, timing
-from lucy.query.operators.base import CONFIDENT, OperatorAnswer, observe, span_words, with_options
+from lucy.query.operators.base import CONFIDENT, Observed, OperatorAnswer, observe, span_words, with_options
 from lucy.query.operators.lines import (
     HEARD_LINE,
     Heard,
@@ -55,14 +55,8 @@ def answer_question(question: ParsedQuestion, store: object, stream: str, *, hor
         return None  # a summary chooses no option
     subject = question.subject
     unknown = subject is not None and detector_labels is not None and not subject.labels & detector_labels
-    if kind is Kind.PRESENCE and (subject is None or unknown):
-        start, end = question.period.bounds(horizon)  # not a thing the detector names: what memory mentions
-        found = mentions.presence(question, nodes, start, end)
-        return None if found is None else with_options(found, options)
-    if kind is Kind.COUNT and (subject is None or unknown):
-        start, end = question.period.bounds(horizon)
-        found = mentions.count(question, nodes, start, end)
-        return None if found is None else with_options(found, options)
+    if kind in (Kind.PRESENCE, Kind.COUNT) and (subject is None or unknown):
+        return _from_mentions(question, nodes, horizon, options)
     if unknown:  # "none seen" of a class the detector cannot name means nothing: read memory's lines alone
         question = ParsedQuestion(question.text, kind, None, question.period, question.count_mode, question.colour,
                                   question.still)
@@ -71,36 +65,57 @@ def answer_question(question: ParsedQuestion, store: object, stream: str, *, hor
     if kind in _OBJECT_KINDS and observed is None:
         return None
     lines = MemoryLines.of(nodes).within(start, end)
-    found: OperatorAnswer | None
     if kind is Kind.SUMMARY:
         assert observed is not None
         return summary(question, observed, lines, grid)
-    if kind is Kind.COUNT:
-        assert observed is not None
-        found = count(question, observed)
-    elif kind is Kind.PRESENCE:
-        assert observed is not None
-        found = presence(question, observed)
-    elif kind is Kind.TEXT:
-        found = reading.text(question, lines)
-    elif kind is Kind.SPEECH:
-        found = reading.speech(question, lines)
-    elif kind is Kind.TIME:
-        found = timing.when(question, observed, lines)
-    elif kind is Kind.DURATION:
-        found = timing.how_long(question, observed, lines)
-    elif kind is Kind.ORDER:
-        found = timing.order(question, observed, lines, tuple(options), detector_labels)
-        if found is not None and found.option_index is not None:
-            return found  # the options were the two things compared
-    elif kind is Kind.ATTRIBUTE:
-        found = describing.attribute(question, observed, lines)
-    else:
-        found = describing.beyond(question, observed, lines)
+    found = _by_kind(question, observed, lines, options, detector_labels)
     if found is None:
         return None
-    tolerance = max(5.0, 0.15 * float(found.value)) if kind is Kind.DURATION and found.value else 5.0
-    return with_options(found, options, tolerance=tolerance)
+    if kind is Kind.ORDER and found.option_index is not None:
+        return found  # the options were the two things compared
+    return with_options(found, options, tolerance=_tolerance(question, found))
+
+
+def _from_mentions(question: ParsedQuestion, nodes: Sequence[MemoryNode], horizon: float,
+                   options: Sequence[str]) -> OperatorAnswer | None:
+    """Presence or count of a thing the detector does not name (or of no named thing): from the statements of
+    memory in the period that mention it (:mod:`.mentions`), with the option it picks; None when none does."""
+    start, end = question.period.bounds(horizon)
+    operator = mentions.presence if question.kind is Kind.PRESENCE else mentions.count
+    found = operator(question, nodes, start, end)
+    return None if found is None else with_options(found, options)
+
+
+def _by_kind(question: ParsedQuestion, observed: Observed | None, lines: MemoryLines, options: Sequence[str],
+             detector_labels: frozenset[str] | None) -> OperatorAnswer | None:
+    """The answer of the operator of ``question``'s kind (any but a summary), before it picks an option; None when
+    it finds nothing that fits. Count and presence need ``observed``."""
+    kind = question.kind
+    if kind is Kind.COUNT:
+        assert observed is not None
+        return count(question, observed)
+    if kind is Kind.PRESENCE:
+        assert observed is not None
+        return presence(question, observed)
+    if kind is Kind.TEXT:
+        return reading.text(question, lines)
+    if kind is Kind.SPEECH:
+        return reading.speech(question, lines)
+    if kind is Kind.TIME:
+        return timing.when(question, observed, lines)
+    if kind is Kind.DURATION:
+        return timing.how_long(question, observed, lines)
+    if kind is Kind.ORDER:
+        return timing.order(question, observed, lines, tuple(options), detector_labels)
+    if kind is Kind.ATTRIBUTE:
+        return describing.attribute(question, observed, lines)
+    return describing.beyond(question, observed, lines)
+
+
+def _tolerance(question: ParsedQuestion, found: OperatorAnswer) -> float:
+    """How far in seconds an option may be from the answer's time and still be its option: 5 s, or 15% of a long
+    duration."""
+    return max(5.0, 0.15 * float(found.value)) if question.kind is Kind.DURATION and found.value else 5.0
 
 
 def restate(question: ParsedQuestion, line: str) -> str | None:

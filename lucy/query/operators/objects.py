@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from lucy.perception.describe import looks, plural
-from lucy.perception.objects import PERSON
+from lucy.perception.objects import PERSON, TrackedObject
 from lucy.query.kinds import CountMode, ParsedQuestion, Subject
 from lucy.query.operators.base import (
     FULL_COVERAGE,
@@ -40,54 +40,79 @@ def count(question: ParsedQuestion, observed: Observed) -> OperatorAnswer:
     subject = question.subject
     assert subject is not None
     series = observed.series(subject)
+    if question.count_mode is CountMode.MOMENT:
+        return _count_at_moment(question, observed, subject, series)
+    if question.count_mode is CountMode.AT_ONCE:
+        return _count_at_once(observed, subject, series)
+    return _count_tracks(question, observed, subject, series)
+
+
+def _count_at_moment(question: ParsedQuestion, observed: Observed, subject: Subject,
+                     series: list[tuple[float, int]]) -> OperatorAnswer:
+    """The detector's count in view at the moment the question gives (the period's end for "now", else its start):
+    the count sample nearest it, sure when that sample is within :attr:`Observed.tolerance` of it (else 0.3)."""
+    at = observed.end if question.period.from_end else observed.start
+    if not series:
+        return OperatorAnswer(f"Nothing was observed near {hms(at)}.", 0.0, reason="no count sample near it")
+    t, n = min(series, key=lambda s: abs(s[0] - at))
+    close = abs(t - at) <= observed.tolerance
+    text = f"{n} {_noun(subject, n)} {'was' if n == 1 else 'were'} in view at {hms(t)}."
+    return OperatorAnswer(text, 1.0 if close else 0.3, ((t, t),),
+                          f"the detector's count at {t:.1f} s", value=n)
+
+
+def _count_at_once(observed: Observed, subject: Subject, series: list[tuple[float, int]]) -> OperatorAnswer:
+    """The most of the subject in view in one detected frame of the period, sure as far as a second frame reaches
+    that peak and the detector watched the period."""
     coverage = observed.coverage
     where = span_words(observed.start, observed.end)
-    if question.count_mode is CountMode.MOMENT:
-        at = observed.end if question.period.from_end else observed.start
-        if not series:
-            return OperatorAnswer(f"Nothing was observed near {hms(at)}.", 0.0, reason="no count sample near it")
-        t, n = min(series, key=lambda s: abs(s[0] - at))
-        close = abs(t - at) <= observed.tolerance
-        text = f"{n} {_noun(subject, n)} {'was' if n == 1 else 'were'} in view at {hms(t)}."
-        return OperatorAnswer(text, 1.0 if close else 0.3, ((t, t),),
-                              f"the detector's count at {t:.1f} s", value=n)
-    if question.count_mode is CountMode.AT_ONCE:
-        if not series:
-            return OperatorAnswer(f"Nothing was observed in {where}.", 0.0, reason="no count samples in the period")
-        high = max(n for _, n in series)
-        t = next(t for t, n in series if n == high)
-        text = f"At most {high} {_noun(subject, high)} {'was' if high == 1 else 'were'} in view at once " \
-               f"(first at {hms(t)})."
-        # One frame alone at the peak may hold a false detection: the peak stands when a second frame reaches it.
-        runner_up = sorted((n for _, n in series), reverse=True)[1] if len(series) > 1 else 0
-        held = 1.0 if runner_up == high or high == 0 else runner_up / high
-        sure, why = confidence(Grounds(coverage=coverage, agreement=held, notes=(
-            f"most in one detected frame of {len(series)}, next most {runner_up}",
-            f"the detector watched {coverage:.0%} of {where}")))
-        return OperatorAnswer(text, sure, ((t, t),), why, value=high)
+    if not series:
+        return OperatorAnswer(f"Nothing was observed in {where}.", 0.0, reason="no count samples in the period")
+    high = max(n for _, n in series)
+    t = next(t for t, n in series if n == high)
+    text = f"At most {high} {_noun(subject, high)} {'was' if high == 1 else 'were'} in view at once " \
+           f"(first at {hms(t)})."
+    # One frame alone at the peak may hold a false detection: the peak stands when a second frame reaches it.
+    runner_up = sorted((n for _, n in series), reverse=True)[1] if len(series) > 1 else 0
+    held = 1.0 if runner_up == high or high == 0 else runner_up / high
+    sure, why = confidence(Grounds(coverage=coverage, agreement=held, notes=(
+        f"most in one detected frame of {len(series)}, next most {runner_up}",
+        f"the detector watched {coverage:.0%} of {where}")))
+    return OperatorAnswer(text, sure, ((t, t),), why, value=high)
+
+
+def _count_tracks(question: ParsedQuestion, observed: Observed, subject: Subject,
+                  series: list[tuple[float, int]]) -> OperatorAnswer:
+    """The distinct tracks of the subject that match the question (its colour, standing still), sure by the
+    tracks' quality, the detector's coverage and how far the per-frame counts agree (:func:`_agreement`)."""
+    coverage = observed.coverage
+    where = span_words(observed.start, observed.end)
     tracks = matching(question, observed.of(subject))
+    n = len(tracks)
+    sure, why = confidence(Grounds(coverage=coverage, quality=quality(tracks),
+                                   agreement=_agreement(question, observed, n), notes=(
+                                       f"{n} distinct tracks", f"the detector watched {coverage:.0%} of {where}")))
+    evidence = tuple((t.first_seen, t.last_seen) for t in tracks[:5]) or ((observed.start, observed.end),)
+    return OperatorAnswer(_tracks_text(subject, tracks, series, where), sure, evidence, why, value=n)
+
+
+def _tracks_text(subject: Subject, tracks: list[TrackedObject], series: list[tuple[float, int]], where: str) -> str:
+    """The sentence of a count of distinct tracks: how many, "walked by" or "passed" when most of them moved, and
+    how many were in view at a time while any were."""
     n = len(tracks)
     moving = sum(1 for t in tracks if t.moving)
     verb = ("walked by" if subject.name == PERSON else "passed") if n and moving * 2 >= n else "were seen"
     about = "About " if n > 5 else ""
     if n == 0:
-        text = f"No {_noun(subject, 2)} were seen ({where})."
-    elif n == 1:
-        text = f"1 {_noun(subject, 1)} {'was seen' if verb == 'were seen' else verb} ({where})."
-    else:
-        text = f"{about}{n} {_noun(subject, n)} {verb}"
-        counts = [c for _, c in series if c]  # while any were in view
-        if counts and max(counts) > 1:
-            low, high = min(counts), max(counts)
-            text += f", {low} to {high} at a time" if low != high else f", {high} at a time"
-        text += f" ({where})."
-    sure, why = confidence(Grounds(coverage=coverage, quality=quality(tracks),
-                                   agreement=_agreement(question, observed, n), notes=(
-                                       f"{n} distinct tracks", f"the detector watched {coverage:.0%} of {where}")))
-    evidence = tuple((t.first_seen, t.last_seen) for t in tracks[:5]) or ((observed.start, observed.end),)
-    return OperatorAnswer(text, sure, evidence, why, value=n)
-
-
+        return f"No {_noun(subject, 2)} were seen ({where})."
+    if n == 1:
+        return f"1 {_noun(subject, 1)} {'was seen' if verb == 'were seen' else verb} ({where})."
+    text = f"{about}{n} {_noun(subject, n)} {verb}"
+    counts = [c for _, c in series if c]  # while any were in view
+    if counts and max(counts) > 1:
+        low, high = min(counts), max(counts)
+        text += f", {low} to {high} at a time" if low != high else f", {high} at a time"
+    return text + f" ({where})."
 
 
 def _agreement(question: ParsedQuestion, observed: Observed, n: int) -> float:

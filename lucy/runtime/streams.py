@@ -494,12 +494,13 @@ class StreamManager(StreamRuntime):
             ended.settle()  # a stream shown as finished may still be closing its worker: not "already running"
         with self._lock:
             existing = self._streams.get(name)
+            # Another source under a stored stream's name says so whether or not that stream still runs.
+            self._check_stored(name, source, preset, existing)
             if existing is not None and existing.active:
                 raise StreamConflict(f"a stream named {name!r} is already running")
             running = sum(1 for s in self._streams.values() if s.active)
             if running >= self.settings.service.max_streams:
                 raise StreamConflict(f"this server already runs {running} streams (service.max_streams)")
-            self._check_stored(name, source, preset, existing)
             try:  # answer at once rather than start a worker that fails: `lucy ingest` or another server writes it
                 probe(stream_lock(self.settings.data, name))
             except LockHeld as err:

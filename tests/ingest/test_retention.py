@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from lucy.config import Level, LucySettings, load_settings
-from lucy.ingest import Clip, Ingestor, ZarrFrameStore, retention
+from lucy.ingest import Clip, Ingestor, ZarrFrameStore, retention, zarr_store
 from lucy.ingest.retention import RetentionMaintainer
 from lucy.ingest.zarr_store import RETENTION_FILE, kept_mask
 from lucy.memory.captioners.base import Captioner
@@ -54,8 +54,7 @@ def ingest(settings: LucySettings, source: Path, stream: str) -> ZarrFrameStore:
 
 def disk_bytes(store: ZarrFrameStore) -> int:
     """What the frame chunks really take (a full walk: only tests may afford it)."""
-    chunks = store.path / "frames" / "c"
-    return sum(f.stat().st_size for f in chunks.rglob("*") if f.is_file())
+    return sum(f.stat().st_size for f in (store.path / "frames").rglob("*") if f.is_file() and f.name != "zarr.json")
 
 
 def assert_no_black(clip: Clip) -> None:
@@ -73,7 +72,10 @@ def assert_disk_matches_rule(store: ZarrFrameStore) -> None:
 # ------------------------------------------------------------------------------------------------ the store
 
 
-def test_thin_and_drop_free_disk_and_reads_skip_deleted_frames(settings, videos):
+@pytest.mark.parametrize("layout", ["flat", "nested"])
+def test_thin_and_drop_free_disk_and_reads_skip_deleted_frames(settings, videos, layout, monkeypatch):
+    if layout == "nested":  # a store made before chunks lay side by side: c/<i>/0/0/0
+        monkeypatch.setattr(zarr_store, "_CHUNK_KEYS", {"name": "default", "separator": "/"})
     store = ingest(settings, videos["short"], "s")
     reader = ZarrFrameStore.open(settings.data, "s")  # opened before retention: must notice it
     assert len(reader.read(0, 40)) == 80
@@ -114,7 +116,10 @@ def test_thin_and_drop_free_disk_and_reads_skip_deleted_frames(settings, videos)
     assert len(reader.times()) == 1 and reader.times()[0] == 39.5
     assert_no_black(reader.read(0, 1e9))
     assert disk_bytes(store) == store.stored_bytes() > 0
-    assert not list((store.path / "frames" / "c").glob("1*"))  # emptied chunk folders go too
+    if layout == "flat":  # chunks side by side ("c.<i>.0.0.0"): nothing else but the array's metadata
+        assert {p.name for p in (store.path / "frames").iterdir() if not p.name.startswith("c.")} == {"zarr.json"}
+    else:  # emptied chunk folders go too
+        assert not list((store.path / "frames" / "c").glob("1*"))
 
 
 def test_a_crash_between_publishing_and_deleting_is_finished_later(settings, videos):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from lucy.config import Level, Preset, summary_depth
 from lucy.memory.nodes import INGEST_ORIGIN, MemoryNode
-from lucy.memory.transcribers import SPEECH_LEVEL, TranscriptLine, parse_transcript
+from lucy.memory.transcribers import SPEECH_LEVEL, TranscriptLine, parse_transcript, sure_words
 from lucy.query.lanes import Lanes
 from lucy.query.lanes import coarse_grid as coarse_grid  # where it was first; the view's grid is the lanes'
 from lucy.query.reasoners.base import MemoryItem
@@ -97,9 +97,10 @@ class ViewItem:
 
 
 def heard_text(lines: Sequence[TranscriptLine], offset: float = 0.0) -> str:
-    """Transcript lines as an item shows them (one per line, with their media times: view time less ``offset``)."""
-    return "\n".join(f'{HEARD_PREFIX} {line.start - offset:.1f}-{line.end - offset:.1f} s: "{line.text}"'
-                     for line in lines)
+    """Transcript lines as an item shows them (one per line, with their media times: view time less ``offset``, and
+    how sure the transcriber was of an unsure one: 'Speech heard 3.0-4.5 s (46% sure): "..."')."""
+    return "\n".join(f'{HEARD_PREFIX} {line.start - offset:.1f}-{line.end - offset:.1f} s'
+                     f'{sure_words(line.confidence, " ({}% sure)")}: "{line.text}"' for line in lines)
 
 
 class MemoryView:

@@ -10,10 +10,13 @@ import pytest
 
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.sqlite_store import SQLiteMemoryStore
+from lucy.memory.transcribers import TranscriptLine, format_transcript, parse_transcript
 from lucy.perception.objects import CountSample, Observations, PathPoint, TrackedObject
 from lucy.query.kinds import parse
+from lucy.query.memory_view import heard_text
 from lucy.query.operators import CONFIDENT, answer_question, restate
 from lucy.query.operators.base import DOUBT, Grounds, confidence
+from lucy.query.operators.lines import HEARD_LINE, Heard
 from lucy.query.operators.mentions import number_said
 from lucy.query.reasoners.lexical import LexicalReasoner
 
@@ -498,3 +501,24 @@ def test_a_count_of_a_thing_shown_twice_is_not_confident(store):
     assert both.value == 1 and not both.confident and "2 candidates" in both.reason
     once = ask(store, "How many blue squares were shown in the first minute?")
     assert once.value == 1 and once.confident
+
+
+def test_a_line_the_transcriber_was_unsure_of_answers_without_confidence(store):
+    """How sure the transcriber was goes into memory with the line, and back out: an answer resting on an unsure
+    line is not confident, in the operator's reading and in what a reasoner quoting the line is restated as."""
+    lines = [TranscriptLine(50.0, 52.0, "please keep the kiln doors shut", 0.93),
+             TranscriptLine(75.0, 79.0, "the next train leaves from platform four", 0.41)]
+    text = format_transcript(lines)
+    assert text.splitlines() == ["[50.0-52.0 s] please keep the kiln doors shut",
+                                 "[75.0-79.0 s, 41% sure] the next train leaves from platform four"]
+    assert [line.confidence for line in parse_transcript(text)] == [1.0, 0.41]
+    store.add_many([MemoryNode("cam", "speech", 0.0, 60.0, format_transcript(lines[:1])),
+                    MemoryNode("cam", "speech", 60.0, 120.0, format_transcript(lines[1:]))])
+    sure = ask(store, "What was said about the kiln doors?")
+    assert sure.confident and sure.value == "please keep the kiln doors shut"
+    unsure = ask(store, "What was announced about the train?")
+    assert unsure.value == "the next train leaves from platform four" and not unsure.confident
+    assert "41% sure" in unsure.reason
+    shown = heard_text(parse_transcript(text))
+    assert 'Speech heard 75.0-79.0 s (41% sure): "the next train' in shown
+    assert [h.confidence for h in (Heard.of(m) for m in HEARD_LINE.finditer(shown))] == [1.0, 0.41]

@@ -9,15 +9,17 @@ from __future__ import annotations
 from lucy.config import LucySettings
 from lucy.memory.transcribers.base import (
     SPEECH_LEVEL,
+    SURE,
     Transcriber,
     TranscriberError,
     TranscriptLine,
     format_transcript,
     parse_transcript,
+    sure_words,
 )
 
-__all__ = ["SPEECH_LEVEL", "Transcriber", "TranscriberError", "TranscriptLine", "format_transcript",
-           "make_transcriber", "parse_transcript"]
+__all__ = ["SPEECH_LEVEL", "SURE", "Transcriber", "TranscriberError", "TranscriptLine", "format_transcript",
+           "make_transcriber", "parse_transcript", "sure_words"]
 
 
 def make_transcriber(settings: LucySettings) -> Transcriber | None:

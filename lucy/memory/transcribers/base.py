@@ -18,7 +18,13 @@ from lucy.ingest.frames import AudioClip
 SPEECH_LEVEL = "speech"
 """The level of transcript nodes: one per coarse span that holds audio, its lines in the text (maybe none)."""
 
-_LINE = re.compile(r"^\[(?P<start>\d+(?:\.\d+)?)-(?P<end>\d+(?:\.\d+)?) s\] (?P<text>.*)$")
+SURE = 0.8
+"""A transcript line the transcriber is less sure of than this carries how sure it was, in memory and in prompts
+("[12.3-15.1 s, 45% sure] words"): an answer that rests on it is not confident (Whisper: the mean probability of its
+tokens; lines below ``transcriber.whisper.min_confidence`` are left out)."""
+
+_LINE = re.compile(r"^\[(?P<start>\d+(?:\.\d+)?)-(?P<end>\d+(?:\.\d+)?) s(?:, (?P<sure>\d{1,3})% sure)?\] "
+                   r"(?P<text>.*)$")
 
 
 class TranscriberError(Exception):
@@ -52,10 +58,16 @@ class Transcriber(ABC):
         """Release clients, connections and models."""
 
 
+def sure_words(confidence: float, form: str = "{}% sure") -> str:
+    """``form`` with how sure (in %) a transcript line below :data:`SURE` is ("45% sure"); "" for a sure one."""
+    return form.format(min(99, round(confidence * 100))) if confidence < SURE else ""
+
+
 def format_transcript(lines: Iterable[TranscriptLine]) -> str:
-    """The text of a speech node: one ``[12.3-15.1 s] words`` line per transcript line ("" for silence)."""
-    return "\n".join(f"[{line.start:.1f}-{line.end:.1f} s] {' '.join(line.text.split())}" for line in lines
-                     if line.text.strip())
+    """The text of a speech node: one ``[12.3-15.1 s] words`` line per transcript line ("" for silence), with how
+    sure the transcriber was of a line below :data:`SURE` (``[12.3-15.1 s, 45% sure] words``)."""
+    return "\n".join(f"[{line.start:.1f}-{line.end:.1f} s{sure_words(line.confidence, ', {}% sure')}] "
+                     f"{' '.join(line.text.split())}" for line in lines if line.text.strip())
 
 
 def parse_transcript(text: str) -> list[TranscriptLine]:
@@ -64,5 +76,6 @@ def parse_transcript(text: str) -> list[TranscriptLine]:
     for raw in text.splitlines():
         match = _LINE.match(raw.strip())
         if match:
-            lines.append(TranscriptLine(float(match["start"]), float(match["end"]), match["text"]))
+            sure = 1.0 if match["sure"] is None else int(match["sure"]) / 100
+            lines.append(TranscriptLine(float(match["start"]), float(match["end"]), match["text"], sure))
     return lines

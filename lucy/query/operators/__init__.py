@@ -126,7 +126,7 @@ def restate(question: ParsedQuestion, line: str) -> str | None:
         return None
     wanted = content_terms(question.text)
     if kind is Kind.SPEECH:
-        heard = [Heard(m["text"], float(m["a"]), float(m["b"])) for m in HEARD_LINE.finditer(line)]
+        heard = [Heard.of(m) for m in HEARD_LINE.finditer(line)]
         matches = distinct(best_matches(heard, wanted))
         if not matches or (len(heard) != 1 and not (len(matches) == 1 and matches[0].complete)):
             return None

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from lucy.memory.nodes import MemoryNode
-from lucy.memory.transcribers import SPEECH_LEVEL, parse_transcript
+from lucy.memory.transcribers import SPEECH_LEVEL, SURE, parse_transcript
 from lucy.query.memory_view import HEARD_PREFIX
 from lucy.text import similar, terms
 
@@ -24,7 +24,8 @@ from lucy.text import similar, terms
 # has it inline, after "At 20-30s: ").
 TEXT_LINE = re.compile(r'(?:^|\s)- "(?P<text>[^"\n]+)" \((?P<details>[^()\n]*?)\bseen (?P<a>\d+(?:\.\d+)?)'
                        r'(?:-(?P<b>\d+(?:\.\d+)?))? s(?P<rest>[^()\n]*)\)')
-HEARD_LINE = re.compile(rf'{HEARD_PREFIX} (?P<a>\d+(?:\.\d+)?)-(?P<b>\d+(?:\.\d+)?) s: "(?P<text>[^"\n]*)"')
+HEARD_LINE = re.compile(rf'{HEARD_PREFIX} (?P<a>\d+(?:\.\d+)?)-(?P<b>\d+(?:\.\d+)?) s'
+                        r'(?: \((?P<sure>\d{1,3})% sure\))?: "(?P<text>[^"\n]*)"')
 _OCR_CONFIDENCE = re.compile(r"confidence (\d+(?:\.\d+)?)")
 MERGE_GAP = 3.0  # seconds: sightings of one text closer than this are one showing of it
 LOW_OCR = 50.0  # an OCR confidence below this (of 100) makes a reading doubtful
@@ -77,11 +78,22 @@ class Sighting:
 
 @dataclass(frozen=True)
 class Heard:
-    """One transcript line."""
+    """One transcript line, and how sure the transcriber was of it (0-1)."""
 
     text: str
     start: float
     end: float
+    confidence: float = 1.0
+
+    @classmethod
+    def of(cls, m: re.Match[str]) -> Heard:
+        """A line as a memory item shows it (:data:`HEARD_LINE`)."""
+        return cls(m["text"], float(m["a"]), float(m["b"]), 1.0 if m["sure"] is None else int(m["sure"]) / 100)
+
+    @property
+    def doubtful(self) -> bool:
+        """The transcriber was not sure of it (:data:`lucy.memory.transcribers.SURE`)."""
+        return self.confidence < SURE
 
     @property
     def words(self) -> set[str]:
@@ -172,7 +184,8 @@ class MemoryLines:
         for node in nodes:
             if node.level == SPEECH_LEVEL:
                 for line in parse_transcript(node.text):
-                    heard[(line.start, line.text)] = Heard(" ".join(line.text.split()), line.start, line.end)
+                    heard[(line.start, line.text)] = Heard(" ".join(line.text.split()), line.start, line.end,
+                                                           line.confidence)
             else:
                 readings += sightings_in(node.text, node.level)
                 things += things_in(node.text, node.level)

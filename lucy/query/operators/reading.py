@@ -129,6 +129,8 @@ def speech(question: ParsedQuestion, lines: MemoryLines) -> OperatorAnswer | Non
         return None
     h = best.line
     assert isinstance(h, Heard)
+    if h.doubtful:
+        confidence, why = min(confidence, PARTIAL), f"{why}; the transcriber was {h.confidence:.0%} sure of it only"
     return OperatorAnswer(f'"{h.text}" (said at {hms(h.start)}).', confidence, ((h.start, h.end),),
                           f"transcript: {why}", value=h.text, partial=bool(wanted) and not best.complete)
 

@@ -683,19 +683,8 @@ class Tracker:
             stream=self.stream, track_id=track.track_id, label=track.label, first_seen=track.first_seen,
             last_seen=track.last_seen, score=round(track.score, 4),
             entered=track.entered if track.moved else IN_VIEW, exited=exited, moving=track.moved,
-            path=_summary(track.points), attributes=self._attributes(track), best_time=track.best_time,
+            path=_summary(track.points), attributes=_attributes(track), best_time=track.best_time,
             best_box=track.best_box, snapshot=track.snapshot, active=active)
-
-    @staticmethod
-    def _attributes(track: _Track) -> dict[str, str]:
-        """What its best view looked like, ``face: seen`` once a face was found at one of its best views, and
-        ``riding: <label>`` for a person on a bicycle or motorcycle / ``ridden: person`` for what they rode."""
-        out = dict(track.attributes)
-        if track.face:
-            out["face"] = "seen"
-        if track.ride is not None:
-            out[RIDING if track.group == PERSON else RIDDEN_BY] = track.ride
-        return out
 
     def _shown(self, track: _Track) -> bool:
         """Whether a confirmed object counts as in view in the frame just tracked: matched in it, or missed in it
@@ -707,6 +696,17 @@ class Tracker:
 
     def _count(self, time: float) -> CountSample:
         return CountSample(time, dict(Counter(t.label for t in self._tracks if self._shown(t))))
+
+
+def _attributes(track: _Track) -> dict[str, str]:
+    """What its best view looked like, ``face: seen`` once a face was found at one of its best views, and
+    ``riding: <label>`` for a person on a bicycle or motorcycle / ``ridden: person`` for what they rode."""
+    out = dict(track.attributes)
+    if track.face:
+        out["face"] = "seen"
+    if track.ride is not None:
+        out[RIDING if track.group == PERSON else RIDDEN_BY] = track.ride
+    return out
 
 
 def _object(track: _Track) -> _Track | None:

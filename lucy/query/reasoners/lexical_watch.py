@@ -65,8 +65,8 @@ _MEASURED = frozenset({TEXT, SCENE, OBJECTS, SPEECH})  # sections whose statemen
 _SECTIONS = {sections.SCENES.lower(): SCENE, "scene": SCENE, sections.ON_SCREEN_TEXT.lower(): TEXT,
              sections.OBJECTS.lower(): OBJECTS, HEARD_PREFIX.lower(): SPEECH}
 # A caption line that opens a section: "Scenes:", "On-screen text (read by OCR; ...):", "Objects: 1 white square";
-# a transcript line: 'Speech heard 12.0-14.0 s: "..."'.
-_HEADER = re.compile(r"^\s*([A-Z][A-Za-z -]*?)\s*(?:\([^)]*\))?\s*(?:\d[\d.\s-]*s)?\s*:(?:\s|$)")
+# a transcript line: 'Speech heard 12.0-14.0 s: "..."', 'Speech heard 12.0-14.0 s (45% sure): "..."'.
+_HEADER = re.compile(r"^\s*([A-Z][A-Za-z -]*?)\s*(?:\([^)]*\))?\s*(?:\d[\d.\s-]*s)?\s*(?:\([^)]*\))?\s*:(?:\s|$)")
 _FACT = re.compile(r";\s+")  # the items of a list in one line
 # Lines about the look itself, not what it saw: "Clip 0.0-58.0 s (coarse look: 9 frames ...)", "Focus: colour".
 _ABOUT_THE_LOOK = re.compile(r"^\s*(Clip\s+\d|Focus:)")

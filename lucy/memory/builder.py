@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import math
 import threading
@@ -329,10 +330,8 @@ class CoarseBuilder:
         """Stop: cancel captions in flight (their spans stay pending for the next run) and close the captioner."""
         loop, stop = self._loop, self._stop
         if loop is not None and stop is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(stop.set)
-            except RuntimeError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -479,26 +478,9 @@ class CoarseBuilder:
         while True:
             job = await queue.get()
             self._fill(queue)
-            assert self._frames is not None
             stretched = job.stretch and await asyncio.to_thread(self._stretch, job)
             if not stretched:
-                async with self._reads:  # a few reads at a time, in span order: the first captions start at once
-                    clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
-                if len(clip) == 0 and self._audio_only:  # nothing to caption: the span's transcript is its memory
-                    text, model = AUDIO_ONLY_TEXT.format(start=job.start, end=job.end), ""
-                elif len(clip) == 0:  # a live stream's outage, or frames retention deleted: say nothing was seen
-                    gone = job.start < await asyncio.to_thread(self._frames.available_from)
-                    text, model = (EXPIRED_TEXT if gone else NO_VIDEO_TEXT).format(start=job.start, end=job.end), ""
-                else:
-                    text, model = await self._describe(job, clip)
-                node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end,
-                                  text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
-                await asyncio.to_thread(self.memory.add, node)
-                span = Span(job.k, job.start, job.end)
-                assert self._slots is not None
-                event = SpanCaptioned(span, node, self._slots, heard=lambda span=span: self._heard(span))
-                for listener in self.listeners:
-                    await listener.on_captioned(event)
+                await self._caption(job)  # (its frames go with the call: an idle worker holds none)
             self._done[job.k] = max(self._done.get(job.k, 0.0), job.end)
             self._enqueued.discard(job.k)
             if self._done[job.k] >= self._pending.get(job.k, job.end) - _EPS:
@@ -508,10 +490,30 @@ class CoarseBuilder:
                 self._wake.set()
             self.stats.pending = len(self._pending)
             self.stats.coarse_nodes = len(self._done)
-            if not stretched:
-                self.stats.captioned += 1
-                self.stats.completions.tick()
             self._advance_captioned_until()
+
+    async def _caption(self, job: _Job) -> None:
+        """Caption the span from its frames, store its node and tell the listeners."""
+        assert self._frames is not None
+        async with self._reads:  # a few reads at a time, in span order: the first captions start at once
+            clip = await asyncio.to_thread(self._frames.read, job.start, job.end, self.fps)
+        if len(clip) == 0 and self._audio_only:  # nothing to caption: the span's transcript is its memory
+            text, model = AUDIO_ONLY_TEXT.format(start=job.start, end=job.end), ""
+        elif len(clip) == 0:  # a live stream's outage, or frames retention deleted: say nothing was seen
+            gone = job.start < await asyncio.to_thread(self._frames.available_from)
+            text, model = (EXPIRED_TEXT if gone else NO_VIDEO_TEXT).format(start=job.start, end=job.end), ""
+        else:
+            text, model = await self._describe(job, clip)
+        node = MemoryNode(stream=self.stream, level=self.level.value, start=job.start, end=job.end,
+                          text=text, instruction=self.instruction, origin=INGEST_ORIGIN, model=model)
+        await asyncio.to_thread(self.memory.add, node)
+        span = Span(job.k, job.start, job.end)
+        assert self._slots is not None
+        event = SpanCaptioned(span, node, self._slots, heard=lambda span=span: self._heard(span))
+        for listener in self.listeners:
+            await listener.on_captioned(event)
+        self.stats.captioned += 1
+        self.stats.completions.tick()
 
     def _stretch(self, job: _Job) -> bool:
         """Move the end of the span's stored caption to ``job.end`` (no frame lies in between); False if the

@@ -4,6 +4,7 @@ ingest, outages with catch-up, resume of what a previous run left, and live-stre
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from dataclasses import replace
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from lucy.config import load_settings
-from lucy.ingest import Ingestor, ZarrFrameStore
+from lucy.ingest import Clip, Ingestor, ZarrFrameStore
 from lucy.memory.builder import CoarseBuilder
 from lucy.memory.listeners import BuilderLoop, ClosedSpans, Span, SpanCaptioned, SpanListener
 from lucy.wiring import open_frames, open_memory
@@ -358,3 +359,17 @@ def test_a_listener_that_fails_fails_the_builder(tmp_path, five_span_video, clip
     finally:
         builder.stop()
     assert listener.events[-2:] == ["aclose", "stop"]  # closed all the same
+
+
+def test_an_idle_builder_holds_no_frames(tmp_path, five_span_video, clip_captioner):
+    """Caught up and waiting for the next span, the builder keeps none of the clips it captioned (its caption tasks
+    each kept the last one while they waited: a stream worker grew by a clip per task, ~90 MiB)."""
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings)
+    with CoarseBuilder(settings, "cam", memory, clip_captioner(delay=0.0), frames=open_frames(settings)) as builder:
+        assert ingest(settings, five_span_video, builder).complete
+        assert builder.drain(timeout=30)
+        assert builder.stats.captioned == len(SPANS)
+        gc.collect()
+        held = [o for o in gc.get_objects() if isinstance(o, Clip)]
+        assert held == [], f"{len(held)} clips still held by an idle builder"

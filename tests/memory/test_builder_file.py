@@ -364,12 +364,19 @@ def test_a_listener_that_fails_fails_the_builder(tmp_path, five_span_video, clip
 def test_an_idle_builder_holds_no_frames(tmp_path, five_span_video, clip_captioner):
     """Caught up and waiting for the next span, the builder keeps none of the clips it captioned (its caption tasks
     each kept the last one while they waited: a stream worker grew by a clip per task, ~90 MiB)."""
+    given: list[int] = []  # ids of the clips the builder captioned (other tests' clips may live in this process)
+
+    class Remembering(clip_captioner):
+        async def describe(self, clip, instruction, *, level):
+            given.append(id(clip))
+            return await super().describe(clip, instruction, level=level)
+
     settings = make_settings(tmp_path)
     memory = open_memory(settings)
-    with CoarseBuilder(settings, "cam", memory, clip_captioner(delay=0.0), frames=open_frames(settings)) as builder:
+    with CoarseBuilder(settings, "cam", memory, Remembering(), frames=open_frames(settings)) as builder:
         assert ingest(settings, five_span_video, builder).complete
         assert builder.drain(timeout=30)
-        assert builder.stats.captioned == len(SPANS)
+        assert builder.stats.captioned == len(SPANS) == len(given)
         gc.collect()
-        held = [o for o in gc.get_objects() if isinstance(o, Clip)]
-        assert held == [], f"{len(held)} clips still held by an idle builder"
+        held = [o for o in gc.get_objects() if isinstance(o, Clip) and id(o) in set(given)]
+        assert not held, f"{len(held)} clips still held by an idle builder"

@@ -325,9 +325,10 @@ class Source(ABC):
                 except av.error.InvalidDataError:  # a damaged packet of sound: neither heard nor recorded
                     self.decode_errors += 1
                     continue
-                if frames is None:
+                if frames is None:  # no sound can be decoded: pictures go on
                     audio = None
-                yield from frames or ()
+                else:
+                    yield from frames
             elif stream is not None and packet.stream.index == stream.index:
                 try:
                     for frame in packet.decode():

@@ -15,11 +15,12 @@ from lucy.memory.transcribers.base import (
     TranscriptLine,
     format_transcript,
     parse_transcript,
+    sure_of,
     sure_words,
 )
 
 __all__ = ["SPEECH_LEVEL", "SURE", "Transcriber", "TranscriberError", "TranscriptLine", "format_transcript",
-           "make_transcriber", "parse_transcript", "sure_words"]
+           "make_transcriber", "parse_transcript", "sure_of", "sure_words"]
 
 
 def make_transcriber(settings: LucySettings) -> Transcriber | None:

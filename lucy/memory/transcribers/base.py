@@ -63,6 +63,11 @@ def sure_words(confidence: float, form: str = "{}% sure") -> str:
     return form.format(min(99, round(confidence * 100))) if confidence < SURE else ""
 
 
+def sure_of(percent: str | None) -> float:
+    """How sure (0-1) a line is whose text says "<percent>% sure" (:func:`sure_words`); 1.0 when it says nothing."""
+    return 1.0 if percent is None else int(percent) / 100
+
+
 def format_transcript(lines: Iterable[TranscriptLine]) -> str:
     """The text of a speech node: one ``[12.3-15.1 s] words`` line per transcript line ("" for silence), with how
     sure the transcriber was of a line below :data:`SURE` (``[12.3-15.1 s, 45% sure] words``)."""
@@ -76,6 +81,6 @@ def parse_transcript(text: str) -> list[TranscriptLine]:
     for raw in text.splitlines():
         match = _LINE.match(raw.strip())
         if match:
-            sure = 1.0 if match["sure"] is None else int(match["sure"]) / 100
-            lines.append(TranscriptLine(float(match["start"]), float(match["end"]), match["text"], sure))
+            lines.append(TranscriptLine(float(match["start"]), float(match["end"]), match["text"],
+                                        sure_of(match["sure"])))
     return lines

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from lucy.memory.nodes import MemoryNode
-from lucy.memory.transcribers import SPEECH_LEVEL, SURE, parse_transcript
+from lucy.memory.transcribers import SPEECH_LEVEL, SURE, parse_transcript, sure_of
 from lucy.query.memory_view import HEARD_PREFIX
 from lucy.text import similar, terms
 
@@ -88,7 +88,7 @@ class Heard:
     @classmethod
     def of(cls, m: re.Match[str]) -> Heard:
         """A line as a memory item shows it (:data:`HEARD_LINE`)."""
-        return cls(m["text"], float(m["a"]), float(m["b"]), 1.0 if m["sure"] is None else int(m["sure"]) / 100)
+        return cls(m["text"], float(m["a"]), float(m["b"]), sure_of(m["sure"]))
 
     @property
     def doubtful(self) -> bool:

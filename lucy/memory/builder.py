@@ -509,7 +509,7 @@ class CoarseBuilder:
         await asyncio.to_thread(self.memory.add, node)
         span = Span(job.k, job.start, job.end)
         assert self._slots is not None
-        event = SpanCaptioned(span, node, self._slots, heard=lambda span=span: self._heard(span))
+        event = SpanCaptioned(span, node, self._slots, heard=lambda: self._heard(span))
         for listener in self.listeners:
             await listener.on_captioned(event)
         self.stats.captioned += 1

@@ -98,3 +98,29 @@ def test_rapidocr_sessions_reuse_their_own_arena_and_read_one_line_per_batch():
     for model in (rapid.text_det, rapid.text_rec):
         options = model.session.session.get_session_options()
         assert options.enable_cpu_mem_arena and not options.enable_mem_pattern
+
+
+def test_a_picture_read_recently_is_read_again_only_when_it_changed():
+    engine = ocr.SteadyReads(ocr.open_ocr("rapidocr"))
+    rng = np.random.default_rng(1)
+
+    def sign(text: str, *, noise: int = 0) -> Image.Image:
+        frame = FramePainter(640, 360, [Scene(0, 1, PALETTE["teal"])], [Overlay(0, 1, text, size=0.09, box=None)],
+                             [], texture=True)(0.5).astype(np.int16)
+        frame += rng.integers(-noise, noise + 1, frame.shape, dtype=np.int16)  # decoded again: compression noise
+        return Image.fromarray(np.clip(frame, 0, 255).astype(np.uint8))
+
+    def texts(picture: Image.Image) -> list[str]:
+        return [line.text for line in engine.read(picture)]
+
+    assert texts(sign("NORTH GATE 12")) == ["NORTH GATE 12"]
+    assert texts(sign("NORTH GATE 12", noise=2)) == ["NORTH GATE 12"]
+    assert (engine.reads, engine.reused) == (1, 1)
+    assert texts(sign("NORTH GATE 13")) == ["NORTH GATE 13"]  # one character changed: read
+    assert texts(sign("NORTH GATE 12").crop((0, 0, 640, 300))) == ["NORTH GATE 12"]  # another size: read
+    assert (engine.reads, engine.reused) == (3, 1)
+
+    engine = ocr.SteadyReads(engine.engine, keep_bytes=640 * 360 * 3)  # room for one picture
+    for text in ("NORTH GATE 12", "NORTH GATE 13", "NORTH GATE 12"):
+        assert texts(sign(text)) == [text]
+    assert (engine.reads, engine.reused) == (3, 0)

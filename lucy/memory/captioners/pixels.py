@@ -56,7 +56,7 @@ from lucy.perception import motion, scenes
 from lucy.perception.colours import COLOURS, colour_names
 from lucy.perception.describe import SpanObservations, counts_in_view, describe_observations
 from lucy.perception.objects import PERSON
-from lucy.perception.ocr import OcrEngine, TextLine, open_ocr
+from lucy.perception.ocr import OcrEngine, SteadyReads, TextLine, open_ocr
 from lucy.perception.people import Box, PeopleDetector
 
 MODEL_NAME = "lucy-pixels-1"
@@ -600,8 +600,8 @@ class PixelsCaptioner(Captioner):
         self.workers = max(1, min(max_in_flight, os.cpu_count() or 1))
         self.engines: OcrEngine | None = None
         if settings.ocr:
-            self.engines = open_ocr(settings.ocr_engine, languages=settings.ocr_language,
-                                    tessdata_dir=settings.tessdata_dir, threads=self.workers)
+            self.engines = SteadyReads(open_ocr(settings.ocr_engine, languages=settings.ocr_language,
+                                                tessdata_dir=settings.tessdata_dir, threads=self.workers))
         self.people = PeopleDetector(settings.people_min_score) if settings.people else None
         self.model = MODEL_NAME + ("" if self.engines is None else f" ({self.engines.name} {self.engines.version})")
         # Semaphores belong to one event loop; the captioner may serve several (asyncio.run per command...).

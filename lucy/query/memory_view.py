@@ -20,6 +20,7 @@ stream and offset, and agents are shown it in its stream's media time (:meth:`Vi
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -102,6 +103,11 @@ def heard_text(lines: Sequence[TranscriptLine], offset: float = 0.0) -> str:
     return "\n".join(f'{HEARD_PREFIX} {line.start - offset:.1f}-{line.end - offset:.1f} s'
                      f'{sure_words(line.confidence, " ({}% sure)")}: "{line.text}"' for line in lines)
 
+
+
+# One line of heard_text, read back: its times (a, b), how sure (the "NN" of "NN% sure", absent: sure) and its text.
+HEARD_LINE = re.compile(rf'{HEARD_PREFIX} (?P<a>\d+(?:\.\d+)?)-(?P<b>\d+(?:\.\d+)?) s'
+                        r'(?: \((?P<sure>\d{1,3})% sure\))?: "(?P<text>[^"\n]*)"')
 
 class MemoryView:
     """The memories one question can see, indexed by ref and by span, with the coarse span that each stands for.

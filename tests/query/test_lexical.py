@@ -479,3 +479,17 @@ def test_a_close_look_inside_a_span_outweighs_the_span_around_it():
     reply = answer(Question("How many red squares were there with the FORGE 8 sign?", ("1", "2", "3", "4")),
                    [mixed, close])
     assert reply.answer == "4" and reply.evidence[0].start == 206, reply
+
+
+def test_a_choice_that_rests_on_a_line_the_transcriber_was_unsure_of_is_not_sure():
+    q = Question("Which platform did the announcer say the next train leaves from?", ("two", "four", "six"))
+
+    def heard(sure: str) -> MemoryItem:
+        return MemoryItem(2, "fine", 70, 80, f'Scenes: a grey hall. Speech heard 75.0-79.0 s{sure}: "the next train '
+                                             'leaves from platform four"')
+
+    sure = answer(q, [COARSE, heard("")])
+    assert sure.option_index == 1 and sure.confident
+    unsure = answer(q, [COARSE, heard(" (41% sure)")])
+    assert unsure.option_index == 1 and not unsure.confident
+    assert "41% sure" in unsure.reason

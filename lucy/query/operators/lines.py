@@ -17,15 +17,13 @@ from dataclasses import dataclass, replace
 
 from lucy.memory.nodes import MemoryNode
 from lucy.memory.transcribers import SPEECH_LEVEL, SURE, parse_transcript, sure_of
-from lucy.query.memory_view import HEARD_PREFIX
+from lucy.query.memory_view import HEARD_LINE as HEARD_LINE  # where operators read it
 from lucy.text import similar, terms
 
 # One text line as the pixels captioner writes it, anywhere in a text (a memory line the lexical reasoner quotes
 # has it inline, after "At 20-30s: ").
 TEXT_LINE = re.compile(r'(?:^|\s)- "(?P<text>[^"\n]+)" \((?P<details>[^()\n]*?)\bseen (?P<a>\d+(?:\.\d+)?)'
                        r'(?:-(?P<b>\d+(?:\.\d+)?))? s(?P<rest>[^()\n]*)\)')
-HEARD_LINE = re.compile(rf'{HEARD_PREFIX} (?P<a>\d+(?:\.\d+)?)-(?P<b>\d+(?:\.\d+)?) s'
-                        r'(?: \((?P<sure>\d{1,3})% sure\))?: "(?P<text>[^"\n]*)"')
 _OCR_CONFIDENCE = re.compile(r"confidence (\d+(?:\.\d+)?)")
 MERGE_GAP = 3.0  # seconds: sightings of one text closer than this are one showing of it
 LOW_OCR = 50.0  # an OCR confidence below this (of 100) makes a reading doubtful

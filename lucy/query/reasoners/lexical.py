@@ -20,6 +20,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lucy.memory.transcribers import SURE, sure_of
+from lucy.query.memory_view import HEARD_LINE
 from lucy.query.reasoners.base import (
     EVIDENCE_NOTE,
     AnswerReply,
@@ -139,6 +141,26 @@ def _relevant(context: float) -> float:
     """Weight of a memory by how well it matches the question: steep, so that the memory that names what the
     question is about outweighs its neighbours that merely share a word."""
     return 0.15 + 0.85 * context * context
+
+
+def _unsure_hearing(item: MemoryItem, question: Question, option: int) -> float | None:
+    """How sure the transcriber was of the speech an option stands in, when the option's own words stand in
+    ``item`` only in lines it was unsure of (:data:`SURE`); None when they stand anywhere else as well, or in no
+    such line."""
+    own = set(terms(question.options[option]))
+    words = own - set(question_terms(question.text)) or own
+    unsure = [m for m in HEARD_LINE.finditer(item.text)
+              if sure_of(m["sure"]) < SURE and words & set(terms(m["text"]))]
+    if not unsure:
+        return None
+    rest, at = [], 0
+    for m in unsure:
+        rest.append(item.text[at:m.start()])
+        at = m.end()
+    rest.append(item.text[at:])
+    if words & set(terms(" ".join(rest))):
+        return None
+    return max(sure_of(m["sure"]) for m in unsure)
 
 
 def _weight(level: str) -> float:
@@ -362,6 +384,9 @@ class LexicalReasoner(LineMatcher, Reasoner):
             if not confident:
                 reason += ("; only coarse evidence" if not detailed else
                            "; the evidence is not about what was asked" if not on_topic else "; not decisive")
+            elif (sure := _unsure_hearing(first.item, question, top)) is not None:
+                confident = False
+                reason += f"; it rests on a line the transcriber was {sure:.0%} sure of only"
         return AnswerReply(answer=question.options[top], option_index=top, confident=confident,
                            evidence=evidence, reason=reason)
 

@@ -393,14 +393,52 @@ def memory_figures(pid: int) -> dict[str, Any]:
             "models": [name for name, lib in MODEL_LIBRARIES.items() if lib in maps]}
 
 
+# --trace-growth: a sitecustomize put on the server's PYTHONPATH. It traces Python's allocations (numpy's included)
+# in the `lucy serve` process only (not its stream workers) and writes a snapshot at each SIGUSR1.
+TRACE_PROBE = """
+import os, signal, sys, tracemalloc
+if "serve" in sys.argv[1:3]:
+    tracemalloc.start(int(os.environ["SOAK_TRACE_FRAMES"]))
+    taken = [0]
+    def _snapshot(signum, frame):
+        taken[0] += 1
+        tracemalloc.take_snapshot().dump(os.path.join(os.environ["SOAK_TRACE_DIR"], f"snap-{taken[0]}.tm"))
+    signal.signal(signal.SIGUSR1, _snapshot)
+"""
+
+
+def print_growth(before: Path, after: Path, top: int = 15) -> None:
+    """What Python allocated between two snapshots of :data:`TRACE_PROBE`, by the line that allocated it and by
+    the calls that led there."""
+    import tracemalloc
+
+    old, new = tracemalloc.Snapshot.load(str(before)), tracemalloc.Snapshot.load(str(after))
+    noise = [tracemalloc.Filter(False, tracemalloc.__file__),
+             tracemalloc.Filter(False, "<frozen importlib._bootstrap>")]
+    old, new = old.filter_traces(noise), new.filter_traces(noise)
+    total = sum(s.size for s in new.statistics("filename")) - sum(s.size for s in old.statistics("filename"))
+    print(f"\nPython allocations traced in the server grew {total / 2**20:.1f} MiB from warm-up to the end; the "
+          f"largest growth by line:")
+    for stat in new.compare_to(old, "lineno")[:top]:
+        print(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks  {stat.traceback[0]}")
+    print("by call path (innermost last):")
+    for stat in new.compare_to(old, "traceback")[:5]:
+        print(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks")
+        for line in stat.traceback.format()[-12:]:
+            print(f"      {line}")
+
+
 class MemoryBudget:
     """A real ``lucy serve`` on loopback with two generated files ingested at real-time pace (pixels captioner,
     lexical reasoner, the local embedder), asked ``questions`` distinct questions one after another; the server's
     and each worker's memory taken at start, after the first question, after warm-up and at the end."""
 
-    def __init__(self, workdir: Path, questions: int, video_seconds: int, arena_max: int) -> None:
+    def __init__(self, workdir: Path, questions: int, video_seconds: int, arena_max: int, trace_frames: int = 0
+                 ) -> None:
         self.workdir = workdir
         self.questions = budget_questions(questions)
+        self.trace_frames = trace_frames  # > 0: trace the server's allocations (TRACE_PROBE), this deep
+        self.traces = workdir / "traces"
         self.video = soak_video(video_seconds)
         self.arena_max = arena_max
         self.port = free_port()
@@ -414,6 +452,11 @@ class MemoryBudget:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_") and k != "MALLOC_ARENA_MAX"}
         if self.arena_max:
             env["MALLOC_ARENA_MAX"] = str(self.arena_max)
+        if self.trace_frames:
+            self.traces.mkdir()
+            (self.traces / "sitecustomize.py").write_text(TRACE_PROBE)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.traces), env.get("PYTHONPATH")]))
+            env["SOAK_TRACE_FRAMES"], env["SOAK_TRACE_DIR"] = str(self.trace_frames), str(self.traces)
         self.log = open(self.workdir / "serve.log", "wb")  # noqa: SIM115
         self.server = subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config)],
                                        stdout=self.log, stderr=self.log, env=env)
@@ -468,6 +511,17 @@ class MemoryBudget:
             self.failed += r.status_code != 200
             if i + 1 in (1, warm, n // 2, n):
                 self.sample({1: "first question", warm: f"warm-up ({warm})", n: f"end ({n})"}.get(i + 1, f"{i + 1}"))
+            if self.trace_frames and i + 1 in (warm, n):
+                self.snapshot()
+
+    def snapshot(self) -> None:
+        """Have the server write a snapshot of its traced allocations (:data:`TRACE_PROBE`), and wait for it."""
+        import signal
+
+        taken = len(list(self.traces.glob("snap-*.tm")))
+        self.server.send_signal(signal.SIGUSR1)
+        wait_for(lambda: len(list(self.traces.glob("snap-*.tm"))) > taken, 300, "the server's allocation snapshot")
+        time.sleep(2.0)  # written in full (the file appears as it is being written)
 
     def report(self, costs: dict[str, dict[str, float]]) -> None:
         marks = list(self.samples)
@@ -497,17 +551,21 @@ class MemoryBudget:
                   f"sum to {models:.0f} MiB (of which mapped at start: {', '.join(start['models']) or 'none'})")
 
 
-def memory_budget(questions: int, video_seconds: int, arena_max: int, uses: int) -> None:
-    """The ``--memory-budget`` run: the per-model figures, then the live server's."""
-    costs = model_costs(uses)
-    print_model_costs(costs, uses)
+def memory_budget(questions: int, video_seconds: int, arena_max: int, uses: int, trace_frames: int = 0) -> None:
+    """The ``--memory-budget`` run: the per-model figures (unless tracing), then the live server's; with
+    ``trace_frames``, what Python allocated in the server between warm-up and the end."""
+    costs = {} if trace_frames else model_costs(uses)
+    if costs:
+        print_model_costs(costs, uses)
     with tempfile.TemporaryDirectory(prefix="lucy-memory-") as tmp:
-        budget = MemoryBudget(Path(tmp), questions, video_seconds, arena_max)
+        budget = MemoryBudget(Path(tmp), questions, video_seconds, arena_max, trace_frames)
         try:
             budget.start()
             print(f"\ntwo streams ingesting; asking {questions} distinct questions", flush=True)
             budget.run()
             budget.report(costs)
+            if trace_frames:
+                print_growth(budget.traces / "snap-1.tm", budget.traces / "snap-2.tm")
         finally:
             budget.close()
 
@@ -667,6 +725,9 @@ def main() -> None:
                              "--questions distinct questions (500 if not given)")
     parser.add_argument("--malloc-arena-max", type=int, default=0,
                         help="MALLOC_ARENA_MAX for the --memory-budget server")
+    parser.add_argument("--trace-growth", type=int, default=0, metavar="FRAMES",
+                        help="with --memory-budget: trace the server's Python allocations (FRAMES deep; slows it) and "
+                             "print what grew between warm-up and the end, by line and by call path")
     parser.add_argument("--dashboard-nodes", type=int, default=0, metavar="N",
                         help="instead: the dashboard's requests on a stored stream of N memory nodes (and of 100), "
                              "--dashboard-calls calls each, alone and from 8 clients, and the server's RSS")
@@ -677,7 +738,7 @@ def main() -> None:
         return
     if args.memory_budget:
         questions = args.questions if "--questions" in sys.argv else 500
-        memory_budget(questions, args.video_seconds, args.malloc_arena_max, uses=20)
+        memory_budget(questions, args.video_seconds, args.malloc_arena_max, uses=20, trace_frames=args.trace_growth)
         return
     with tempfile.TemporaryDirectory(prefix="lucy-soak-") as tmp:
         soak = Soak(Path(tmp), args.questions, args.deep_every, args.video_seconds)

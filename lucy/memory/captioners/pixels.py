@@ -70,6 +70,7 @@ APPEAR_FACTOR = 3.0  # ... and how many times the scene's usual changed area (wh
 # then the squares shown after it), at least, and how many times the scene's usual difference between neighbouring
 # frames (noise, what always moves there): each stage is looked at (_stages).
 STAGE_LAYOUT, STAGE_FACTOR = 0.008, 2.0
+_EDGE_LEVELS = 40.0  # a step in brightness this large between neighbouring pixels is an edge
 _CACHE_FRAMES = 512  # analysed frames kept: a span captioned again (with a question's instruction) is instant
 _STROKE_PX = 2.0  # text whose strokes are thinner than this (pixels) gets no colour: it is all blended edges
 _BLEND = 0.35  # a pixel this far (share of the object-background contrast) from its object's colour is a blend
@@ -315,13 +316,31 @@ def text_colours(rgb: np.ndarray, box: tuple[float, float, float, float]) -> tup
         return None, None
     patch = rgb[y0:y1, x0:x1]
     names = colour_names(patch)
-    ground = int(np.argmax(np.bincount(names.ravel(), minlength=len(COLOURS))))
+    ground = int(np.argmax(np.bincount(names[_away_from_edges(patch)].ravel(), minlength=len(COLOURS))))
     for _ in range(2):
         letters, ground_name, rows_filled = _letters_on(patch, names, ground)
         if letters is None or not rows_filled:
             return (None if rows_filled else letters), ground_name
         ground = _INDEX[letters]
     return None, None
+
+
+def _away_from_edges(patch: np.ndarray) -> np.ndarray:
+    """The pixels of ``patch`` two or more pixels from any edge in brightness, or all of them when those are few.
+
+    Video stores colour at half the resolution of brightness (4:2:0): around light letters the ground takes on the
+    letters' colour for a pixel or two (yellow letters on grey leave a yellow halo that can outnumber the grey
+    between small letters). Brightness keeps its full resolution, so the pixels away from its edges keep their own
+    colour."""
+    luma = patch.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+    edges = np.zeros(luma.shape, bool)
+    edges[:, 1:] |= np.abs(np.diff(luma, axis=1)) >= _EDGE_LEVELS
+    edges[:, :-1] |= edges[:, 1:].copy()
+    rises = np.abs(np.diff(luma, axis=0)) >= _EDGE_LEVELS
+    edges[1:] |= rises
+    edges[:-1] |= rises
+    near = _grow(_grow(edges))
+    return ~near if (~near).mean() >= 0.25 else np.ones(luma.shape, bool)
 
 
 def _letters_on(patch: np.ndarray, names: np.ndarray, ground: int) -> tuple[str | None, str | None, bool]:
@@ -365,7 +384,8 @@ def _letters_on(patch: np.ndarray, names: np.ndarray, ground: int) -> tuple[str 
     around = np.bincount(names[near].ravel(), minlength=len(COLOURS))
     side = int(np.argmax(around))
     ground_name = COLOURS[side] if side != top and around[side] >= 0.5 * max(1, near.sum()) else None
-    mine = names == top
+    # Only stroke pixels count: a halo of the letters' colour on the ground (4:2:0, _away_from_edges) is no plate.
+    mine = strokes & (names == top)
     plate = fill is None and int((mine.mean(axis=1) >= 0.6).sum()) >= 2  # outlined letters are letters
     return COLOURS[top], ground_name, plate
 

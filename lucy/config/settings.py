@@ -702,6 +702,11 @@ class RecordingSettings(_Section):
                     "they go after every other segment.")
     max_clip_seconds: float = Field(
         300.0, ge=1, le=3600, description="Longest clip GET /v1/streams/{name}/clip and `lucy clip` make.")
+    clip_cache_bytes: int = Field(
+        256 << 20, ge=0,
+        description="Clips GET /v1/streams/{name}/clip made, kept under <data>/clips for an hour at most to serve "
+                    "again (a browser asks again as it plays and seeks); the least recently served go first beyond "
+                    "this size (0: none kept).")
 
 
 class WatchSettings(_Section):

@@ -18,8 +18,14 @@ when a clip is made, so :func:`clip_url` costs nothing to import.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
 import os
+import shutil
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,7 +34,8 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
 from lucy.errors import InputError, StoreError, StreamNotFound
-from lucy.ingest.frames import FrameStore, FrameStores, check_stream_name
+from lucy.ingest.frames import FrameStore, FrameStores, StreamInfo, check_stream_name
+from lucy.ingest.segments import Segment, list_segments
 
 if TYPE_CHECKING:
     import av
@@ -89,35 +96,140 @@ def make_clip(frames: FrameStores, data: str | Path, stream: str, start: float, 
               max_seconds: float) -> ClipResult:
     """Write the clip of ``stream`` from media time ``start`` to ``end`` to ``out`` (an MP4 file) from the best
     footage there is (see the module's docstring). Blocking: run it in a thread from async code."""
-    check_range(start, end, max_seconds)
-    try:
-        check_stream_name(stream)
-    except StoreError as err:
-        raise ClipRangeError(str(err)) from None
-    if not frames.exists(stream):
-        raise StreamNotFound(f"no stream {stream!r} is stored here")
-    store = frames.open(stream)
-    info = store.info()
-    from lucy.ingest.segments import list_segments
+    return _Footage.of(frames, data, stream, start, end, max_seconds).clip(out)
 
-    segments = [s for s in list_segments(data, stream, include_open=True)
-                if s.start < end and (s.end is None or s.end > start)]
-    made: tuple[float, float] | None = None
-    origin: ClipOrigin = "recording"
-    if segments:
-        made = _remux(_segment_packets(segments, start), start, end, out)
-    if made is None and not info.live and os.path.isfile(info.source) and store.holds_source(info.source):
-        origin = "source"
-        made = _remux(_file_packets(Path(info.source), start), start, end, out)
-    if made is None:
-        origin = "frames"
-        made = _encode_frames(store, start, end, out)
-    if made is None:
-        covered = info.covered_seconds
-        what = (f"it covers {info.first_time or 0.0:.1f}-{covered:.1f} s" if info.last_time is not None
-                else "it has no frames")
-        raise StreamNotFound(f"stream {stream!r} has nothing stored from {start:g} to {end:g} s ({what})")
-    return ClipResult(out, stream, made[0], made[1], origin, out.stat().st_size, clip_filename(stream, start, end))
+
+@dataclass(slots=True)
+class _Footage:
+    """What a stream holds for a clip's period: its frame store, the recorded segments that overlap the period."""
+
+    stream: str
+    start: float
+    end: float
+    store: FrameStore
+    info: StreamInfo
+    segments: list[Segment]
+
+    @classmethod
+    def of(cls, frames: FrameStores, data: str | Path, stream: str, start: float, end: float,
+           max_seconds: float) -> _Footage:
+        check_range(start, end, max_seconds)
+        try:
+            check_stream_name(stream)
+        except StoreError as err:
+            raise ClipRangeError(str(err)) from None
+        if not frames.exists(stream):
+            raise StreamNotFound(f"no stream {stream!r} is stored here")
+        store = frames.open(stream)
+        segments = [s for s in list_segments(data, stream, include_open=True)
+                    if s.start < end and (s.end is None or s.end > start)]
+        return cls(stream, start, end, store, store.info(), segments)
+
+    @property
+    def source_file(self) -> Path | None:
+        """The stream's source file, when it is one that is still where it was."""
+        info = self.info
+        if not info.live and os.path.isfile(info.source) and self.store.holds_source(info.source):
+            return Path(info.source)
+        return None
+
+    def clip(self, out: Path) -> ClipResult:
+        made: tuple[float, float] | None = None
+        origin: ClipOrigin = "recording"
+        if self.segments:
+            made = _remux(_segment_packets(self.segments, self.start), self.start, self.end, out)
+        if made is None and (source := self.source_file) is not None:
+            origin = "source"
+            made = _remux(_file_packets(source, self.start), self.start, self.end, out)
+        if made is None:
+            origin = "frames"
+            made = _encode_frames(self.store, self.start, self.end, out)
+        if made is None:
+            info = self.info
+            what = (f"it covers {info.first_time or 0.0:.1f}-{info.covered_seconds:.1f} s"
+                    if info.last_time is not None else "it has no frames")
+            raise StreamNotFound(f"stream {self.stream!r} has nothing stored from {self.start:g} to {self.end:g} s "
+                                 f"({what})")
+        return ClipResult(out, self.stream, made[0], made[1], origin, out.stat().st_size,
+                          clip_filename(self.stream, self.start, self.end))
+
+    def fingerprint(self) -> str | None:
+        """A name for the clip this footage makes, which changes with anything that would change the clip (new
+        segments, retention deleting or thinning frames, another source file, a stream made again); None while
+        the period is not all in yet (ingest has not passed its end, or a segment of it is still being written)."""
+        info = self.info
+        if not (info.complete or self.end <= info.covered_seconds) or any(s.open for s in self.segments):
+            return None
+        source = self.source_file
+        stat = source.stat() if source is not None else None
+        parts = (self.stream, self.start, self.end, info.created, info.expired_before, info.thinned_before,
+                 [(s.path.name, s.size, s.end) for s in self.segments],
+                 (str(source), stat.st_size, stat.st_mtime_ns) if stat is not None else None)
+        return hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
+
+
+class ClipCache:
+    """Clips made before, kept as files in ``folder`` (``<data>/clips/<stream>/``): a browser asks for a clip again
+    and again as it plays and seeks it (HTTP ranges), and an answer's evidence or an alert is watched more than once.
+
+    Only a clip whose period is all in is kept, under a name that changes with its footage
+    (:meth:`_Footage.fingerprint`): new footage, or retention deleting some, makes another clip. Beyond
+    ``max_bytes`` the least recently served go first, and none is kept longer than ``max_age`` seconds, so footage
+    that retention deleted is out of the cache within that time as well."""
+
+    def __init__(self, folder: str | Path, *, max_bytes: int = 256 << 20, max_age: float = 3600.0) -> None:
+        self.folder = Path(folder)
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self._lock = threading.Lock()
+
+    def clip(self, frames: FrameStores, data: str | Path, stream: str, start: float, end: float, *,
+             max_seconds: float, scratch: Path) -> tuple[ClipResult, bool]:
+        """The clip of ``stream`` from ``start`` to ``end``: (the clip, whether it lies in the cache). A clip whose
+        period is not all in is made into ``scratch`` (the caller's to delete) and not kept."""
+        footage = _Footage.of(frames, data, stream, start, end, max_seconds)
+        key = footage.fingerprint() if self.max_bytes > 0 else None
+        if key is None:
+            return footage.clip(scratch), False
+        kept = self.folder / stream / f"{key}.mp4"
+        meta = kept.with_suffix(".json")
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            if time.time() - kept.stat().st_mtime < self.max_age:
+                made = json.loads(meta.read_text())
+                os.utime(meta)  # served: the last to go
+                return ClipResult(kept, stream, made["start"], made["end"], made["origin"], kept.stat().st_size,
+                                  clip_filename(stream, start, end)), True
+        result = footage.clip(scratch)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        meta_tmp = meta.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        meta_tmp.write_text(json.dumps({"start": result.start, "end": result.end, "origin": result.origin}))
+        os.replace(scratch, kept)  # both in place at once for a reader: the picture first, then what it holds
+        os.replace(meta_tmp, meta)
+        self._trim(keep=kept)
+        return ClipResult(kept, stream, result.start, result.end, result.origin, result.size, result.filename), True
+
+    def forget(self, stream: str) -> None:
+        """Delete every clip kept of ``stream`` (it was purged)."""
+        shutil.rmtree(self.folder / check_stream_name(stream), ignore_errors=True)
+
+    def _trim(self, keep: Path) -> None:
+        """Delete clips older than ``max_age``, then the least recently served beyond ``max_bytes`` (never
+        ``keep``, the one just made)."""
+        with self._lock:
+            now = time.time()
+            entries = []
+            for path in self.folder.glob("*/*.mp4"):
+                with contextlib.suppress(OSError):
+                    meta = path.with_suffix(".json")
+                    made, used = path.stat(), (meta.stat().st_mtime if meta.exists() else 0.0)
+                    entries.append((used, path, made.st_size, made.st_mtime))
+            held = 0
+            for _, path, size, made_at in sorted(entries, reverse=True):  # most recently served first
+                held += size
+                if path != keep and (now - made_at >= self.max_age or held > self.max_bytes):
+                    for gone in (path, path.with_suffix(".json")):
+                        gone.unlink(missing_ok=True)
+                    held -= size
 
 
 # ---------------------------------------------------------------------------------------- re-muxing

@@ -278,8 +278,23 @@ _SUMMARY = _any(r"\bwhat(?:'s| is| was| has)?\s+(?:been\s+)?(?:happen\w*|going o
                 r"\bdescribe\b|\bsummar\w*|\boverview\b|\brecap\b|\bwhat did (?:you|the camera|it) see\b|"
                 r"\bwhat (?:can|do) you see\b|\bwhat(?:'s| is) (?:in|on) (?:the |this )?(?:video|stream|camera|"
                 r"footage|feed)\b|\btell me (?:about|what)\b|\bgive me (?:a|an) (?:summary|rundown)\b")
-_BEYOND = _any(r"^\s*why\b|\bfor what reason\b|\bintend\w*|\bintention\w*|\bfeel\w*|\bemotion\w*|\bmood\b|"
-               r"\bthinking\b|\bpurpose\b|\bmotive\w*")
+# What no camera observes, by kind: causes and reasons; a mind's states (thoughts, wishes, plans, likes, beliefs);
+# who owns what or whom one is to another; who someone is (a name, an age); where someone was bound or what will
+# happen; judgements (legal, safe, suspicious). A question about any of them may lean on what was seen, but its
+# answer is not there.
+_BEYOND = _any(r"^\s*why\b|\bfor what reason\b|\bhow come\b|\bwhat (?:made|caused|makes|causes)\b|\bbecause\b|"
+               r"\bintend\w*|\bintention\w*|\bfeel\w*|\bemotion\w*|\bmood\b|\bpurpose\b|\bmotive\w*|"
+               r"\b(?:think|thinks|thought|thinking|want|wants|wanted|wanting|wish\w*|hope\w*|plan|plans|planned|"
+               r"planning|likes|liked|love[sd]?|loving|hate[sd]?|believe[sd]?|decid\w*|prefer\w*|enjoy\w*)\b|"
+               r"^\s*(?:does|did|do)\b(?!.*\b(?:looks?|looked|sounds?|sounded) like\b).*\blike\b|"
+               r"\b(?:try|trying|tried) to\b|\bgoing to (?!the\b|a\b|an\b|its\b|his\b|her\b|their\b|my\b)[a-z]+|"
+               r"\b(?:owns|owned|owner\w*|ownership|belong\w*|whose)\b|\b(?:friends?|married|related|relatives?|"
+               r"husband|wife|boss)\b|"
+               r"\b(?:his|her|their) names?\b|\bname of (?:the|that|this) (?:man|woman|person|driver|cyclist|rider|"
+               r"boy|girl|child|kid)\b|\bhow old\b|"
+               r"\bwhere (?:was|were|is|are)\b.*\b(?:going|headed|heading|bound)\b|"
+               r"\bwhat will\b|\bwill (?:he|she|they|it)\b|"
+               r"\b(?:legal\w*|illegal\w*|allowed|permitted|safe|unsafe|dangerous|suspicious\w*)\b")
 _DURATION_Q = _any(r"\bhow long\b|\bfor how (?:many|much) (?:seconds|minutes|hours|time)\b|\bduration\b|"
                    r"\bhow much time\b")
 # "the number of dogs" counts; "the plate number of the van" names a text (a noun before "number").

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,6 +20,7 @@ from fastapi import FastAPI, Request
 from lucy.config import LucySettings
 from lucy.errors import StoreError
 from lucy.ingest import FrameStore, FrameStores
+from lucy.ingest.clips import ClipCache
 from lucy.memory.retrieval import MemoryIndex
 from lucy.memory.store import MemoryStore
 from lucy.metrics import MetricsExporter
@@ -44,6 +46,7 @@ class Service:
     questions: QuestionService
     exporter: MetricsExporter
     index: MemoryIndex  # memory search by words and meaning
+    clips: ClipCache  # clips served before, to serve again
     ready: bool = False
     readers: dict[str, FrameStore] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -84,8 +87,9 @@ def build_service(settings: LucySettings, memory: MemoryStore | None = None,
     # Search and questions share one index (one embedder in memory, one vector cache), made before any question
     # runs and closed with the questions' backends. Without an embedder, memory is searched by words only.
     index = questions.runner.backends.index(settings, store) or MemoryIndex(store, None)
+    clips = ClipCache(Path(settings.data) / "clips", max_bytes=settings.recording.clip_cache_bytes)
     return Service(settings=settings, frames=frames, memory=store, bus=bus, manager=manager, questions=questions,
-                   exporter=MetricsExporter(), index=index)
+                   exporter=MetricsExporter(), index=index, clips=clips)
 
 
 def lifespan(settings: LucySettings, memory: MemoryStore | None = None, runtime: RuntimeFactory = local_runtime,

@@ -18,8 +18,8 @@ import pytest
 
 from lucy.config import LucySettings, load_settings
 from lucy.errors import InputError, StreamNotFound
-from lucy.ingest import Ingestor, retention
-from lucy.ingest.clips import ClipRangeError, clip_url, make_clip
+from lucy.ingest import Ingestor, clips, retention
+from lucy.ingest.clips import ClipCache, ClipRangeError, clip_url, make_clip
 from lucy.ingest.recording import SegmentWriter, file_span, repair
 from lucy.ingest.retention import RetentionMaintainer
 from lucy.ingest.segments import list_segments, recordings_dir
@@ -233,6 +233,61 @@ def test_clip_from_the_source_file_then_from_stored_frames(tmp_path, stored, vid
     with av.open(str(made.path)) as container:  # the pictures are the stored ones: the blue scene (8-12 s)
         first = next(container.decode(video=0)).to_ndarray(format="rgb24").reshape(-1, 3).mean(axis=0)
     assert first[2] > first[0] + 50, first
+
+
+def test_a_clip_served_before_is_served_again_until_its_footage_changes(tmp_path, stored, video, monkeypatch):
+    cache = ClipCache(tmp_path / "clips")
+    frames = open_frames(stored)
+    cuts: list[float] = []
+    remux = clips._remux
+    monkeypatch.setattr(clips, "_remux", lambda *args: cuts.append(args[1]) or remux(*args))
+
+    def serve(start: float, end: float):
+        scratch = tmp_path / f"scratch-{len(cuts)}.mp4"
+        return cache.clip(frames, stored.data, "cam", start, end, max_seconds=300, scratch=scratch)
+
+    first, kept = serve(8.0, 14.0)
+    assert kept and first.origin == "source" and first.path.parent == tmp_path / "clips" / "cam" and len(cuts) == 1
+    again, kept = serve(8.0, 14.0)  # a browser's second request (a range of it): no new cut
+    assert kept and again.path == first.path and (again.start, again.end) == (first.start, first.end)
+    assert len(cuts) == 1 and decoded(again.path)[0]
+    assert serve(8.0, 15.0)[0].path != first.path and len(cuts) == 2  # another period: another clip
+
+    folder = recordings_dir(stored.data, "cam")  # new footage of the period: recorded segments
+    shutil.rmtree(folder, ignore_errors=True)
+    record(video, folder, 3.0)
+    try:
+        recorded, kept = serve(8.0, 14.0)
+    finally:
+        shutil.rmtree(folder)
+    assert kept and recorded.origin == "recording" and recorded.path != first.path and len(cuts) == 3
+
+    writer = SegmentWriter(folder, 3.0, "cam")  # a recording still being written: that clip is not kept
+    try:
+        with av.open(str(video)) as container:
+            v = container.streams.video[0]
+            writer.connect(v, None)
+            writer.anchor(0.0)
+            for packet in container.demux(v):
+                if packet.pts is not None and float(packet.pts * packet.time_base) < 12.0:
+                    packet.decode()
+                    writer.packet(packet)
+        assert any(s.open for s in list_segments(stored.data, "cam", include_open=True))
+        _, kept = serve(8.0, 14.0)
+    finally:
+        writer.close()
+        shutil.rmtree(folder)
+    assert not kept and len(cuts) == 4
+
+    small = ClipCache(tmp_path / "small", max_bytes=first.size + 1)  # room for one clip: the least recent goes
+    for start in (2.0, 4.0):
+        small.clip(frames, stored.data, "cam", start, start + 6.0, max_seconds=300, scratch=tmp_path / "s.mp4")
+    assert len(list((tmp_path / "small" / "cam").glob("*.mp4"))) == 1
+    small.forget("cam")  # the stream was purged
+    assert not (tmp_path / "small" / "cam").exists()
+    off = ClipCache(tmp_path / "off", max_bytes=0)  # nothing kept: the clip is made into the scratch file
+    made, kept = off.clip(frames, stored.data, "cam", 8.0, 14.0, max_seconds=300, scratch=tmp_path / "o.mp4")
+    assert not kept and made.path == tmp_path / "o.mp4" and not (tmp_path / "off").exists()
 
 
 def test_bad_clip_requests_say_why(tmp_path, stored):

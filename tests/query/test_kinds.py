@@ -51,6 +51,26 @@ from lucy.query.kinds import CountMode, Kind, parse, period_of, subject_of
     ("Were the people on the left visible at the end?", Kind.PRESENCE),
     ("Was the van at the kerb white?", Kind.PRESENCE),
     ("Are there giraffes?", Kind.PRESENCE),
+    # What no camera observes, by kind (causes, a mind, owning, who someone is, where bound, judgements)...
+    ("What made the crowd scatter?", Kind.BEYOND),
+    ("Did the woman want to cross?", Kind.BEYOND),
+    ("Does the old man like pigeons?", Kind.BEYOND),
+    ("Was the courier trying to hide the parcel?", Kind.BEYOND),
+    ("Is the boy going to jump?", Kind.BEYOND),
+    ("Whose umbrella was left on the step?", Kind.BEYOND),
+    ("Who owns the blue car?", Kind.BEYOND),
+    ("Were the two joggers friends?", Kind.BEYOND),
+    ("What is the name of the man in the hat?", Kind.BEYOND),
+    ("How old was the girl with the kite?", Kind.BEYOND),
+    ("Where was the taxi heading?", Kind.BEYOND),
+    ("What will the dog do next?", Kind.BEYOND),
+    ("Was the lorry parked legally?", Kind.BEYOND),
+    ("Is it safe to cross at the lights?", Kind.BEYOND),
+    # ... and the same words where what is asked is seen.
+    ("Was anyone going to the door?", Kind.PRESENCE),
+    ("Did the kite look like a bird?", Kind.PRESENCE),
+    ("What did the poster look like?", Kind.OTHER),
+    ("Do you know what the sign said?", Kind.TEXT),
 ])
 def test_each_kind_is_read_from_the_questions_structure(question, kind):
     assert parse(question).kind is kind

@@ -1,7 +1,8 @@
-"""Clips: ``GET /v1/streams/{name}/clip?from=&to=``, a playable MP4 of a stream between two media times, made by
-:func:`lucy.ingest.clips.make_clip` (from the recording, the source file, or the stored frames) into a temporary
-file that is deleted once sent; and ``GET /v1/streams/{name}/recordings``, the stream's recorded segments (what a
-timeline draws as recording coverage)."""
+"""Clips: ``GET /v1/streams/{name}/clip?from=&to=``, a playable MP4 of a stream between two media times, made as
+:func:`lucy.ingest.clips.make_clip` makes it (from the recording, the source file, or the stored frames) and kept a
+while to serve again (:class:`lucy.ingest.clips.ClipCache`: a browser asks for a clip several times as it plays
+it); and ``GET /v1/streams/{name}/recordings``, the stream's recorded segments (what a timeline draws as recording
+coverage)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from lucy.errors import StreamNotFound
-from lucy.ingest.clips import make_clip
 from lucy.ingest.segments import list_segments
 from lucy.service.state import service
 
@@ -40,17 +40,20 @@ async def get_clip(name: str, request: Request, start: FromQ, end: ToQ) -> FileR
     svc = service(request)
     fd, name_of_file = tempfile.mkstemp(prefix="lucy-clip-", suffix=".mp4")
     os.close(fd)
-    path = Path(name_of_file)
+    scratch = Path(name_of_file)
     try:
-        made = await asyncio.to_thread(make_clip, svc.frames, svc.settings.data, name, start, end, path,
-                                       max_seconds=svc.settings.recording.max_clip_seconds)
+        made, kept = await asyncio.to_thread(svc.clips.clip, svc.frames, svc.settings.data, name, start, end,
+                                             max_seconds=svc.settings.recording.max_clip_seconds, scratch=scratch)
     except BaseException:
-        path.unlink(missing_ok=True)
+        scratch.unlink(missing_ok=True)
         raise
-    return FileResponse(path, media_type="video/mp4", filename=made.filename, content_disposition_type="inline",
+    # A kept clip is the same clip until its footage changes (then it has another name): the browser may keep it
+    # too. One made of a period still coming in is not.
+    return FileResponse(made.path, media_type="video/mp4", filename=made.filename, content_disposition_type="inline",
                         headers={"X-Lucy-Clip-Origin": made.origin, "X-Lucy-Clip-Start": f"{made.start:.3f}",
-                                 "X-Lucy-Clip-End": f"{made.end:.3f}", "Cache-Control": "no-store"},
-                        background=BackgroundTask(path.unlink, missing_ok=True))
+                                 "X-Lucy-Clip-End": f"{made.end:.3f}",
+                                 "Cache-Control": "private, max-age=300" if kept else "no-store"},
+                        background=BackgroundTask(scratch.unlink, missing_ok=True))
 
 
 @router.get("/v1/streams/{name}/recordings", summary="The stream's recorded segments, oldest first",

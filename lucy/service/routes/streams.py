@@ -47,6 +47,8 @@ async def delete_stream(name: str, request: Request,
     svc = service(request)
     status = await asyncio.to_thread(svc.manager.remove, name, purge=purge)
     svc.forget_reader(name)
+    if purge:
+        await asyncio.to_thread(svc.clips.forget, name)
     return status
 
 

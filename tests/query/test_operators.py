@@ -115,6 +115,16 @@ def test_presence_yes_with_the_first_sighting_and_a_no_only_when_all_was_watched
     assert not ask(store, "Was there a red car?").confident  # seen, but white: the detector's colour is no proof
 
 
+
+def test_what_a_question_adds_beyond_being_there_is_no_ground_for_confidence(store):
+    fill(store)
+    grass = ask(store, "Did anyone walk across the grass?")  # people walked by; where, no track tells
+    assert grass.value is True and not grass.confident
+    assert '"across", "grass"' in grass.answer and "the tracks do not tell" in grass.reason
+    carried = ask(store, "How many people carried a bag?")
+    assert carried.value == 5 and not carried.confident
+    assert ask(store, "How many people walked by between 0:00 and 1:00?").confident  # passing is what tracks tell
+
 def test_presence_of_what_the_detector_does_not_name_is_what_memory_mentions(store):
     fill(store)
     gate = ask(store, "Was the gate closed?")  # only coarse memory read "GATE 12 CLOSED": yes, not for sure

@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 from lucy.perception.describe import looks, plural
 from lucy.perception.objects import PERSON, TrackedObject
 from lucy.query.kinds import CountMode, ParsedQuestion, Subject
@@ -23,10 +26,42 @@ from lucy.query.operators.base import (
     span_words,
     what,
 )
-from lucy.text import hms
+from lucy.query.operators.lines import FRAME_WORDS
+from lucy.text import hms, terms
 
 FILTERED_AGREEMENT = 0.8  # tracks of one colour or one way of moving: the tracker's word alone, no second reading
 GLIMPSE = 0.75  # one track seen for under a second
+
+
+# What tracks tell of a thing besides its class and colour: that it was there, moved or stayed, passed, came or went,
+# and when (a question's period and numbers are read apart).
+_TOLD = frozenset(terms(
+    "there here present around ever all seen spotted show showed up pass passed passing walk walked walking drive "
+    "drove driving ride rode riding move moved moving cross crossed go went come came enter entered exit exited "
+    "leave left by past through stop stopped park parked parking stand stood standing wait waited waiting stay "
+    "stayed still idle remain remained during period whole half hour hours middle final altogether overall "
+    "different distinct separate individual once same together most maximum least time times frame"))
+
+
+def unchecked(question: ParsedQuestion) -> list[str]:
+    """The words of a count or presence question that its subject's tracks cannot answer, in its order: what it
+    says the thing did or was with besides being there, moving or staying ("sit", "bench" in "did anyone sit on
+    the bench?"; "bag" in "how many people carried a bag?")."""
+    subject = question.subject
+    known = set(terms(subject.noun if subject else "")) | set(terms(question.colour or "")) | _TOLD | FRAME_WORDS
+    words = [w for w in re.findall(r"[a-z][a-z'-]*", question.text.lower())
+             if any(t not in known for t in terms(w))]
+    return list(dict.fromkeys(words))
+
+
+def _as_far_as_tracks_tell(question: ParsedQuestion, found: OperatorAnswer) -> OperatorAnswer:
+    """``found``, not confident when the question asks more of its subject than tracks tell (:func:`unchecked`)."""
+    more = unchecked(question)
+    if not more:
+        return found
+    said = ", ".join(f'"{w}"' for w in more)
+    return replace(found.doubted(f"the tracks do not tell {said}"),
+                   answer=f"{found.answer} (what the question adds, {said}, is more than the detector tells)")
 
 
 def _noun(subject: Subject, n: int) -> str:
@@ -41,10 +76,12 @@ def count(question: ParsedQuestion, observed: Observed) -> OperatorAnswer:
     assert subject is not None
     series = observed.series(subject)
     if question.count_mode is CountMode.MOMENT:
-        return _count_at_moment(question, observed, subject, series)
-    if question.count_mode is CountMode.AT_ONCE:
-        return _count_at_once(observed, subject, series)
-    return _count_tracks(question, observed, subject, series)
+        found = _count_at_moment(question, observed, subject, series)
+    elif question.count_mode is CountMode.AT_ONCE:
+        found = _count_at_once(observed, subject, series)
+    else:
+        found = _count_tracks(question, observed, subject, series)
+    return _as_far_as_tracks_tell(question, found)
 
 
 def _count_at_moment(question: ParsedQuestion, observed: Observed, subject: Subject,
@@ -153,8 +190,8 @@ def presence(question: ParsedQuestion, observed: Observed) -> OperatorAnswer:
             quality=min(1.0, best / SOLID_SCORE) * (1.0 if solid else GLIMPSE),
             agreement=FILTERED_AGREEMENT if question.colour else 1.0,
             notes=(f"{len(tracks)} tracks of {subject.name}; best detector score {best:.2f}",)))
-        return OperatorAnswer(text + ".", sure, tuple((t.first_seen, t.last_seen) for t in tracks[:3]), why,
-                              value=True)
+        return _as_far_as_tracks_tell(question, OperatorAnswer(
+            text + ".", sure, tuple((t.first_seen, t.last_seen) for t in tracks[:3]), why, value=True))
     coverage = observed.coverage
     asked = what(subject, question)
     if every:  # seen, but not as asked (another colour, moving): the detector's colours are no proof of a no

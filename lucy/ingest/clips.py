@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 ClipOrigin = Literal["recording", "source", "frames"]
 _FRAMES_CODECS = ("libx264", "mpeg4")  # for clips encoded from stored frames, the first one FFmpeg has
+_VOLUME_SHARE = 20  # kept clips take at most 1/20 of the data volume
 
 
 class ClipRangeError(InputError):
@@ -213,10 +214,12 @@ class ClipCache:
         shutil.rmtree(self.folder / check_stream_name(stream), ignore_errors=True)
 
     def _trim(self, keep: Path) -> None:
-        """Delete clips older than ``max_age``, then the least recently served beyond ``max_bytes`` (never
-        ``keep``, the one just made)."""
+        """Delete clips older than ``max_age``, then the least recently served beyond ``max_bytes`` or a twentieth
+        of the volume, whichever is less (a small data disk is not filled with clips), never ``keep``, the one just
+        made."""
         with self._lock:
             now = time.time()
+            limit = min(self.max_bytes, shutil.disk_usage(self.folder).total // _VOLUME_SHARE)
             entries = []
             for path in self.folder.glob("*/*.mp4"):
                 with contextlib.suppress(OSError):
@@ -226,7 +229,7 @@ class ClipCache:
             held = 0
             for _, path, size, made_at in sorted(entries, reverse=True):  # most recently served first
                 held += size
-                if path != keep and (now - made_at >= self.max_age or held > self.max_bytes):
+                if path != keep and (now - made_at >= self.max_age or held > limit):
                     for gone in (path, path.with_suffix(".json")):
                         gone.unlink(missing_ok=True)
                     held -= size

@@ -311,6 +311,14 @@ def test_order_compares_first_seen_times(store):
     assert ask(store, "Which came first, the car or the kayak?") is None  # one side is unknown
 
 
+
+def test_order_of_two_things_named_before_the_question(store):
+    fill(store)
+    first = ask(store, "Between the GATE sign and the bus announcement, which one came first?")
+    assert first is not None and first.value == "the gate sign" and first.confident, first
+    later = ask(store, "The gate sign and the bus announcement: which was later?")
+    assert later is not None and later.value == "the bus announcement", later
+
 def test_before_or_after_names_the_relation_that_holds(store):
     fill_lines(store)  # the car from 0:12, the sealed kiln sign 0:21-0:29, words heard at 0:50 and 1:15
     which = ask(store, "Was the open kiln sign before or after the car?", ["before", "after"])

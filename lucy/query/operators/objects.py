@@ -33,14 +33,16 @@ FILTERED_AGREEMENT = 0.8  # tracks of one colour or one way of moving: the track
 GLIMPSE = 0.75  # one track seen for under a second
 
 
-# What tracks tell of a thing besides its class and colour: that it was there, moved or stayed, passed, came or went,
-# and when (a question's period and numbers are read apart).
+# What tracks tell of a thing besides its class and colour: that it was there or in view, moved or stayed, passed,
+# came or went, how many at once, and when (a question's period and numbers are read apart).
 _TOLD = frozenset(terms(
     "there here present around ever all seen spotted show showed up pass passed passing walk walked walking drive "
     "drove driving ride rode riding move moved moving cross crossed go went come came enter entered exit exited "
     "leave left by past through stop stopped park parked parking stand stood standing wait waited waiting stay "
     "stayed still idle remain remained during period whole half hour hours middle final altogether overall "
-    "different distinct separate individual once same together most maximum least time times frame"))
+    "different distinct separate individual once same together simultaneously most maximum max peak largest "
+    "biggest greatest highest fewest least minimum min smallest lowest crowd group number total time times frame "
+    "screen picture shot sight"))
 
 
 def unchecked(question: ParsedQuestion) -> list[str]:

@@ -197,7 +197,11 @@ _RELATIVE = re.compile(r"^\s*(?:did|was|were|does|is|has|had)\s+(?P<a>.+?)\s+(?P
 # "Was the announcement before or after the sign?": which of the two relations holds.
 _WHICH_RELATION = re.compile(r"^\s*(?:did|was|were|does|is|has|had)\s+(?P<a>.+?)\s+(?:come\s+|happen\s+|appear\s+)?"
                              r"(?:before or after|after or before)\s+(?P<b>.+?)\s*\??\s*$")
+# "Between the sign and the van, which came first?", "The bus and the tram: which arrived later?"
+_BOTH = re.compile(r"^\s*(?:(?:between|of|out of)\s+)?(?P<a>[^,:]+?)\s+and\s+(?P<b>[^,:?]+?)\s*[,:]\s*"
+                   r"(?:which|what|who)\b")
 _LATER_ASKED = re.compile(r"\b(?:last|later|after|second|latest)\b")
+_ASKING = re.compile(r"\b(?:which|what|who)\b")
 
 
 def _sides(text: str) -> tuple[str, str, str | None] | None:
@@ -209,6 +213,8 @@ def _sides(text: str) -> tuple[str, str, str | None] | None:
     if m := _RELATIVE.search(t):
         return m["a"], m["b"], m["rel"]
     if m := _EITHER.search(t):
+        return m["a"], m["b"], None
+    if m := _BOTH.search(t):
         return m["a"], m["b"], None
     return None
 
@@ -252,7 +258,11 @@ def order(question: ParsedQuestion, observed: Observed | None, lines: MemoryLine
                     f"({hms(b.first)}).")
         answer = OperatorAnswer(sentence, confidence, evidence, reason, value=holds)
     else:
-        later = bool(_LATER_ASKED.search(_frame(question.text).split(",")[0]))
+        # Whether it asks for the later one: in the clause that asks ("which came later, X or Y?", "between X and
+        # Y, which came later?"), not in the things compared.
+        clauses = re.split(r"[,:]", _frame(question.text))
+        asking = next((c for c in clauses if _ASKING.search(c)), clauses[0])
+        later = bool(_LATER_ASKED.search(asking))
         pick = second if later else first
         other = 1 - pick
         word = "later" if later else "first"

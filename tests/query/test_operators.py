@@ -367,6 +367,8 @@ def test_attributes_from_tracks_and_sightings(store):
     lettering = ask(store, "What colour was the lettering of the sealed kiln sign?")
     assert lettering.value == "red" and lettering.confident
     assert ask(store, "What colour was the sealed kiln sign?").value == "gray"
+    # "the 5 squares" are no "KILN 5" sign: a number alone ties a question to no text
+    assert ask(store, "What colour were the 5 squares?") is None
 
 
 def test_a_text_colour_most_readings_of_the_text_do_not_name_is_not_confident(store):

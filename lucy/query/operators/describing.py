@@ -90,7 +90,7 @@ def _from_tracks(question: ParsedQuestion, observed: Observed) -> OperatorAnswer
 
 def _from_text(question: ParsedQuestion, lines: MemoryLines) -> OperatorAnswer | None:
     wanted = content_terms(question.text)
-    # A number alone ties no question to a text: "the 5 squares" asks about squares, not a "PLATFORM 5" sign.
+    # A number alone ties no question to a text: "the 5 squares" asks about squares, not a sign with a 5 on it.
     matches = [m for m in best_matches(lines.sightings, wanted, details=False)
                if not m.found or any(not w.isdigit() for w in m.found)]
     best, confidence_of_text, why = choose(matches, whole=not wanted)

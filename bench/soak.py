@@ -725,8 +725,8 @@ def main() -> None:
                              "--questions distinct questions (500 if not given)")
     parser.add_argument("--malloc-arena-max", type=int, default=0,
                         help="MALLOC_ARENA_MAX for the --memory-budget server")
-    parser.add_argument("--trace-growth", type=int, default=0, metavar="DEPTH",
-                        help="with --memory-budget: trace the server's Python allocations (DEPTH frames deep; slows "
+    parser.add_argument("--trace-growth", type=int, default=0, metavar="N_CALLS",
+                        help="with --memory-budget: trace the server's Python allocations (N_CALLS deep; slows "
                              "it) and print what grew between warm-up and the end, by line and by call path")
     parser.add_argument("--dashboard-nodes", type=int, default=0, metavar="N",
                         help="instead: the dashboard's requests on a stored stream of N memory nodes (and of 100), "

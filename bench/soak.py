@@ -393,22 +393,47 @@ def memory_figures(pid: int) -> dict[str, Any]:
             "models": [name for name, lib in MODEL_LIBRARIES.items() if lib in maps]}
 
 
-# --trace-growth: a sitecustomize put on the server's PYTHONPATH. It traces Python's allocations (numpy's included)
-# in the `lucy serve` process only (not its stream workers) and writes a snapshot at each SIGUSR1.
-TRACE_PROBE = """
-import os, signal, sys, tracemalloc
+# A sitecustomize put on the --memory-budget server's PYTHONPATH, active in the `lucy serve` process only (not its
+# stream workers). At each SIGUSR2 it appends a line of what its allocators hold: jemalloc's live allocations and
+# the pages it keeps (`stats.allocated`, `stats.resident`, read through mallctl), and Python's live blocks. With
+# --trace-growth it also traces Python's allocations (numpy's included) and writes a snapshot at each SIGUSR1.
+SERVER_PROBE = """
+import ctypes, json, os, signal, sys, time
 if "serve" in sys.argv[1:3]:
-    tracemalloc.start(int(os.environ["SOAK_TRACE_FRAMES"]))
-    taken = [0]
-    def _snapshot(signum, frame):
-        taken[0] += 1
-        tracemalloc.take_snapshot().dump(os.path.join(os.environ["SOAK_TRACE_DIR"], f"snap-{taken[0]}.tm"))
-    signal.signal(signal.SIGUSR1, _snapshot)
+    _dir = os.environ["SOAK_PROBE_DIR"]
+    def _jemalloc():
+        try:
+            lib = ctypes.CDLL(None)
+            mallctl = lib.mallctl
+        except (OSError, AttributeError):
+            return {}
+        mallctl.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
+                            ctypes.c_size_t]
+        epoch, size = ctypes.c_uint64(1), ctypes.c_size_t(8)
+        mallctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8)
+        out = {}
+        for name in ("allocated", "active", "resident", "retained", "mapped"):
+            value, size = ctypes.c_size_t(0), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t))
+            if mallctl(f"stats.{name}".encode(), ctypes.byref(value), ctypes.byref(size), None, 0) == 0:
+                out[name] = value.value / 2**20
+        return out
+    def _heap(signum, frame):
+        with open(os.path.join(_dir, "heap.jsonl"), "a") as f:
+            f.write(json.dumps({"t": time.time(), "blocks": sys.getallocatedblocks(), **_jemalloc()}) + "\n")
+    signal.signal(signal.SIGUSR2, _heap)
+    if os.environ.get("SOAK_TRACE_FRAMES"):
+        import tracemalloc
+        tracemalloc.start(int(os.environ["SOAK_TRACE_FRAMES"]))
+        taken = [0]
+        def _snapshot(signum, frame):
+            taken[0] += 1
+            tracemalloc.take_snapshot().dump(os.path.join(_dir, f"snap-{taken[0]}.tm"))
+        signal.signal(signal.SIGUSR1, _snapshot)
 """
 
 
 def print_growth(before: Path, after: Path, top: int = 15) -> None:
-    """What Python allocated between two snapshots of :data:`TRACE_PROBE`, by the line that allocated it and by
+    """What Python allocated between two snapshots of :data:`SERVER_PROBE`, by the line that allocated it and by
     the calls that led there."""
     import tracemalloc
 
@@ -437,8 +462,9 @@ class MemoryBudget:
                  ) -> None:
         self.workdir = workdir
         self.questions = budget_questions(questions)
-        self.trace_frames = trace_frames  # > 0: trace the server's allocations (TRACE_PROBE), this deep
-        self.traces = workdir / "traces"
+        self.trace_frames = trace_frames  # > 0: trace the server's allocations (SERVER_PROBE), this deep
+        self.traces = workdir / "probe"
+        self.heaps: dict[str, dict[str, float]] = {}  # mark -> what the server's allocators held (SERVER_PROBE)
         self.video = soak_video(video_seconds)
         self.arena_max = arena_max
         self.port = free_port()
@@ -452,11 +478,12 @@ class MemoryBudget:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LUCY_") and k != "MALLOC_ARENA_MAX"}
         if self.arena_max:
             env["MALLOC_ARENA_MAX"] = str(self.arena_max)
+        self.traces.mkdir()
+        (self.traces / "sitecustomize.py").write_text(SERVER_PROBE)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.traces), env.get("PYTHONPATH")]))
+        env["SOAK_PROBE_DIR"] = str(self.traces)
         if self.trace_frames:
-            self.traces.mkdir()
-            (self.traces / "sitecustomize.py").write_text(TRACE_PROBE)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.traces), env.get("PYTHONPATH")]))
-            env["SOAK_TRACE_FRAMES"], env["SOAK_TRACE_DIR"] = str(self.trace_frames), str(self.traces)
+            env["SOAK_TRACE_FRAMES"] = str(self.trace_frames)
         self.log = open(self.workdir / "serve.log", "wb")  # noqa: SIM115
         self.server = subprocess.Popen([sys.executable, "-m", "lucy", "serve", "--config", str(config)],
                                        stdout=self.log, stderr=self.log, env=env)
@@ -498,6 +525,7 @@ class MemoryBudget:
                                                 for key in ("rss", "uss", "anon", "file")},
                                 "rss_peak": max(r["rss"] for r in taken)}
         self.samples[mark] = figures
+        self.heaps[mark] = self.heap()
         print(f"  {mark}: " + ", ".join(f"{who} {f['rss']:.0f} MiB (peak {f['rss_peak']:.0f}; "
                                         f"{', '.join(f['models']) or 'no model'})" for who, f in figures.items()),
               flush=True)
@@ -514,8 +542,20 @@ class MemoryBudget:
             if self.trace_frames and i + 1 in (warm, n):
                 self.snapshot()
 
+    def heap(self) -> dict[str, float]:
+        """What the server's allocators hold now (:data:`SERVER_PROBE`); {} when it cannot tell."""
+        import signal
+
+        path = self.traces / "heap.jsonl"
+        lines = len(path.read_text().splitlines()) if path.exists() else 0
+        self.server.send_signal(signal.SIGUSR2)
+        with contextlib.suppress(AssertionError):  # wait_for's time-out
+            wait_for(lambda: path.exists() and len(path.read_text().splitlines()) > lines, 30, "the server's heap")
+            return json.loads(path.read_text().splitlines()[-1])
+        return {}
+
     def snapshot(self) -> None:
-        """Have the server write a snapshot of its traced allocations (:data:`TRACE_PROBE`), and wait for it."""
+        """Have the server write a snapshot of its traced allocations (:data:`SERVER_PROBE`), and wait for it."""
         import signal
 
         taken = len(list(self.traces.glob("snap-*.tm")))
@@ -542,6 +582,13 @@ class MemoryBudget:
             print(f"{who:<16}" + "".join(
                 f"{self.samples[m][who]['anon']:>10.0f} /{self.samples[m][who]['file']:>5.0f}" if who in self.samples[m]
                 else f"{'':>18}" for m in marks))
+        print(f"{'server heap MiB':<16}" + "".join(f"{m:>18}" for m in marks))
+        for key, what in (("allocated", "jemalloc live"), ("resident", "jemalloc resident"),
+                          ("retained", "jemalloc retained"), ("blocks", "Python blocks (k)")):
+            row = [self.heaps.get(m, {}).get(key) for m in marks]
+            if any(v is not None for v in row):
+                scale = 1e-3 if key == "blocks" else 1.0
+                print(f"{what:<18}" + "".join(f"{'':>16}" if v is None else f"{v * scale:>16.1f}" for v in row))
         for who, end in self.samples[marks[-1]].items():
             start = self.samples[marks[0]].get(who, end)
             paid = [m for m in end["models"] if m in costs]

@@ -1,7 +1,8 @@
 """Clips: a playable MP4 of one stream between two media times, for people to watch (an answer's evidence, an alert).
 
-:func:`make_clip` is the one maker, used by ``GET /v1/streams/{name}/clip`` and ``lucy clip``. It takes the best
-footage the data directory has, in this order:
+:func:`make_clip` makes them for ``lucy clip``, and :class:`ClipCache` for ``GET /v1/streams/{name}/clip`` (the same
+clip, kept to serve again while its footage stays the same). Either takes the best footage the data directory has,
+in this order:
 
 1. **the recording** (:mod:`lucy.ingest.recording`): the segments that overlap the period, re-muxed without
    re-encoding from the last keyframe at or before ``start`` to ``end``; the pictures before ``start`` get negative

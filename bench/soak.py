@@ -419,8 +419,9 @@ if "serve" in sys.argv[1:3]:
         return out
     def _heap(signum, frame):
         with open(os.path.join(_dir, "heap.jsonl"), "a") as f:
-            f.write(json.dumps({"t": time.time(), "blocks": sys.getallocatedblocks(), **_jemalloc()}) + "\n")
+            f.write(json.dumps({"t": time.time(), "blocks": sys.getallocatedblocks(), **_jemalloc()}) + "\\n")
     signal.signal(signal.SIGUSR2, _heap)
+    open(os.path.join(_dir, f"ready-{os.getpid()}"), "w").close()  # SIGUSR2 is safe to send now
     if os.environ.get("SOAK_TRACE_FRAMES"):
         import tracemalloc
         tracemalloc.start(int(os.environ["SOAK_TRACE_FRAMES"]))
@@ -547,6 +548,8 @@ class MemoryBudget:
         import signal
 
         path = self.traces / "heap.jsonl"
+        if not (self.traces / f"ready-{self.server.pid}").exists():
+            return {}  # no probe: SIGUSR2 would end the server
         lines = len(path.read_text().splitlines()) if path.exists() else 0
         self.server.send_signal(signal.SIGUSR2)
         with contextlib.suppress(AssertionError):  # wait_for's time-out

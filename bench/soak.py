@@ -395,8 +395,9 @@ def memory_figures(pid: int) -> dict[str, Any]:
 
 # A sitecustomize put on the --memory-budget server's PYTHONPATH, active in the `lucy serve` process only (not its
 # stream workers). At each SIGUSR2 it appends a line of what its allocators hold: jemalloc's live allocations and
-# the pages it keeps (`stats.allocated`, `stats.resident`, read through mallctl), and Python's live blocks. With
-# --trace-growth it also traces Python's allocations (numpy's included) and writes a snapshot at each SIGUSR1.
+# the pages it keeps (`stats.allocated`, `stats.resident`, read through mallctl), Python's live blocks, the entries in
+# lucy's memoised functions (lru_cache) and the vectors its search indexes keep. With --trace-growth it also traces
+# Python's allocations (numpy's included) and writes a snapshot at each SIGUSR1.
 SERVER_PROBE = """
 import ctypes, json, os, signal, sys, time
 if "serve" in sys.argv[1:3]:
@@ -417,9 +418,22 @@ if "serve" in sys.argv[1:3]:
             if mallctl(f"stats.{name}".encode(), ctypes.byref(value), ctypes.byref(size), None, 0) == 0:
                 out[name] = value.value / 2**20
         return out
+    def _caches():
+        import gc
+        memo = 0
+        for name, module in list(sys.modules.items()):
+            if name.startswith("lucy") and module is not None:
+                for value in list(vars(module).values()):
+                    info = getattr(value, "cache_info", None)
+                    if callable(info) and hasattr(value, "cache_clear"):
+                        memo += info().currsize
+        kept = sum(len(o._cache) + len(o._queries) + len(o._lines)
+                   for o in gc.get_objects() if type(o).__name__ == "MemoryIndex")
+        return {"memo": memo, "vectors": kept}
     def _heap(signum, frame):
         with open(os.path.join(_dir, "heap.jsonl"), "a") as f:
-            f.write(json.dumps({"t": time.time(), "blocks": sys.getallocatedblocks(), **_jemalloc()}) + "\\n")
+            f.write(json.dumps({"t": time.time(), "blocks": sys.getallocatedblocks(), **_jemalloc(), **_caches()})
+                    + "\\n")
     signal.signal(signal.SIGUSR2, _heap)
     open(os.path.join(_dir, f"ready-{os.getpid()}"), "w").close()  # SIGUSR2 is safe to send now
     if os.environ.get("SOAK_TRACE_FRAMES"):
@@ -587,10 +601,11 @@ class MemoryBudget:
                 else f"{'':>18}" for m in marks))
         print(f"{'server heap MiB':<16}" + "".join(f"{m:>18}" for m in marks))
         for key, what in (("allocated", "jemalloc live"), ("resident", "jemalloc resident"),
-                          ("retained", "jemalloc retained"), ("blocks", "Python blocks (k)")):
+                          ("retained", "jemalloc retained"), ("blocks", "Python blocks (k)"),
+                          ("memo", "memo entries (k)"), ("vectors", "index vectors (k)")):
             row = [self.heaps.get(m, {}).get(key) for m in marks]
             if any(v is not None for v in row):
-                scale = 1e-3 if key == "blocks" else 1.0
+                scale = 1e-3 if key in ("blocks", "memo", "vectors") else 1.0
                 print(f"{what:<18}" + "".join(f"{'':>16}" if v is None else f"{v * scale:>16.1f}" for v in row))
         for who, end in self.samples[marks[-1]].items():
             start = self.samples[marks[0]].get(who, end)

@@ -427,8 +427,8 @@ if "serve" in sys.argv[1:3]:
                     info = getattr(value, "cache_info", None)
                     if callable(info) and hasattr(value, "cache_clear"):
                         memo += info().currsize
-        kept = sum(len(o._cache) + len(o._queries) + len(o._lines)
-                   for o in gc.get_objects() if type(o).__name__ == "MemoryIndex")
+        kept = sum(len(getattr(o, cache, ())) for o in gc.get_objects() if type(o).__name__ == "MemoryIndex"
+                   for cache in ("_cache", "_queries", "_lines"))  # getattr: a renamed cache must not end the server
         return {"memo": memo, "vectors": kept}
     def _heap(signum, frame):
         with open(os.path.join(_dir, "heap.jsonl"), "a") as f:
@@ -600,12 +600,11 @@ class MemoryBudget:
                 f"{self.samples[m][who]['anon']:>10.0f} /{self.samples[m][who]['file']:>5.0f}" if who in self.samples[m]
                 else f"{'':>18}" for m in marks))
         print(f"{'server heap MiB':<16}" + "".join(f"{m:>18}" for m in marks))
-        for key, what in (("allocated", "jemalloc live"), ("resident", "jemalloc resident"),
-                          ("retained", "jemalloc retained"), ("blocks", "Python blocks (k)"),
-                          ("memo", "memo entries (k)"), ("vectors", "index vectors (k)")):
+        for key, what, scale in (("allocated", "jemalloc live", 1.0), ("resident", "jemalloc resident", 1.0),
+                                 ("retained", "jemalloc retained", 1.0), ("blocks", "Python blocks (k)", 1e-3),
+                                 ("memo", "memo entries (k)", 1e-3), ("vectors", "index vectors (k)", 1e-3)):
             row = [self.heaps.get(m, {}).get(key) for m in marks]
             if any(v is not None for v in row):
-                scale = 1e-3 if key in ("blocks", "memo", "vectors") else 1.0
                 print(f"{what:<18}" + "".join(f"{'':>16}" if v is None else f"{v * scale:>16.1f}" for v in row))
         for who, end in self.samples[marks[-1]].items():
             start = self.samples[marks[0]].get(who, end)

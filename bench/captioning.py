@@ -33,7 +33,8 @@ import openai
 from lucy.config import Level, LucySettings, load_settings
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.memory.builder import CoarseBuilder
-from lucy.memory.captioners.openai import OpenAICaptioner, encode_jpeg_frames, pick_evenly
+from lucy.memory.captioners.base import pick_evenly
+from lucy.memory.captioners.openai import OpenAICaptioner, encode_jpeg_frames
 from lucy.memory.sqlite_store import DB_NAME
 from lucy.synth import PALETTE, Overlay, Scene, write_video
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer

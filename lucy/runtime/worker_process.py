@@ -28,6 +28,17 @@ from lucy.runtime.registry import StreamSpec
 # What the fork server imports before its first fork: the worker and what a recording loads first (decoding, the
 # stage libraries). Only imports: models load in each worker, which may choose another set.
 PRELOAD = ("lucy.runtime.worker", "lucy.backends", "av", "numpy", "zarr")
+# The library the embedded captioner's OCR engine imports at its first read, ~0.5 CPU-s in each worker otherwise
+# (RapidOCR's, with OpenCV, onnxruntime and its config parser; a module that is not installed is skipped).
+OCR_LIBRARIES = {"rapidocr": "rapidocr.main", "tesseract": "tesserocr"}
+
+
+def preload(settings: LucySettings) -> tuple[str, ...]:
+    """What the fork server of a server with ``settings`` imports: :data:`PRELOAD`, and the OCR library when its
+    workers' captioner reads text."""
+    pixels = settings.captioner.pixels
+    reads = settings.captioner.backend == "pixels" and pixels.ocr
+    return PRELOAD + ((OCR_LIBRARIES[pixels.ocr_engine],) if reads else ())
 
 
 def _serve_stream(*args: Any) -> None:
@@ -38,14 +49,16 @@ def _serve_stream(*args: Any) -> None:
 
 
 @functools.cache
-def _context() -> Any:
-    """The multiprocessing context workers start from: the fork server, preloaded (spawn where there is none)."""
+def _context(modules: tuple[str, ...]) -> Any:
+    """The multiprocessing context workers start from: the fork server, preloaded with ``modules`` (spawn where
+    there is none). There is one fork server per process: the first worker's settings choose what it preloads, and
+    a server's workers share its settings."""
     import multiprocessing
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(PRELOAD))
+    ctx.set_forkserver_preload(list(modules))
     return ctx
 
 
@@ -53,7 +66,7 @@ class WorkerProcess:
     """The server's handle on one stream's worker: starts it, reads its messages, stops it."""
 
     def __init__(self, spec: StreamSpec, settings: LucySettings, stores: StoreOpener) -> None:
-        self._ctx = _context()
+        self._ctx = _context(preload(settings))
         self.spec, self.settings, self.stores = spec, settings, stores
         self.process: Any = None
         self._conn: Connection | None = None

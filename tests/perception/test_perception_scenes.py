@@ -11,7 +11,7 @@ from lucy.config import Level, load_settings
 from lucy.config.settings import PixelsCaptionerSettings
 from lucy.ingest import Ingestor, ZarrFrameStore
 from lucy.ingest.frames import Clip
-from lucy.memory.captioners.openai import pick_evenly
+from lucy.memory.captioners.base import pick_evenly
 from lucy.memory.captioners.pixels import PixelsCaptioner
 from lucy.perception import motion, scenes
 from lucy.synth import PALETTE, Overlay, Scene, write_video

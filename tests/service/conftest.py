@@ -213,12 +213,17 @@ class LucyServer:
 
 @pytest.fixture
 def lucy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LucyServer]]:
-    """Make servers: ``lucy_server(service={...}, mqtt={...})`` (started); all are stopped at teardown."""
+    """Make servers: ``lucy_server(service={...}, mqtt={...})`` (started); all are stopped at teardown.
+
+    Their memory is searched by words only unless a test names an ``embedder``: embedding each caption with the two
+    local models was a fifth of these servers' CPU, and search by meaning is tested on :func:`shared_server`, which
+    keeps the default embedder (tests/service/test_search_api.py, the dashboard's search)."""
     servers: list[LucyServer] = []
 
     def make(*, start: bool = True, token: str | None = None, data: Path | None = None,
              **sections: dict[str, Any]) -> LucyServer:
         workdir = tmp_path_factory.mktemp("serve")
+        sections.setdefault("embedder", {"backend": "none"})
         config = base_config(data or workdir / "data", free_port(), **sections)
         if token is not None:
             config["service"]["api_token"] = token

@@ -19,6 +19,25 @@ class CaptionerError(Exception):
     """
 
 
+def check_clip(clip: Clip) -> None:
+    """Refuse clips no captioner can describe (a caller's bug, not a captioner failure)."""
+    frames = clip.frames
+    if len(clip) == 0:
+        raise ValueError("cannot describe an empty clip (no frames)")
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) != len(clip.times):
+        raise ValueError(f"clip frames must be uint8 (N, H, W, 3) matching times; got {frames.dtype} "
+                         f"{frames.shape} for {len(clip.times)} times")
+
+
+def pick_evenly(count: int, most: int) -> np.ndarray:
+    """Indices of at most ``most`` of ``count`` items, spread evenly, first and last included."""
+    if count <= most:
+        return np.arange(count)
+    if most == 1:
+        return np.array([count // 2])
+    return np.unique(np.round(np.linspace(0, count - 1, most)).astype(int))
+
+
 @dataclass(frozen=True, slots=True)
 class StoredSpan:
     """Every stored frame of the span a clip was sampled from (``start <= t < end``), read back on demand: what a

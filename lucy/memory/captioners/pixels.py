@@ -48,8 +48,7 @@ from PIL import Image
 from lucy.config import Level
 from lucy.config.settings import PixelsCaptionerSettings
 from lucy.ingest.frames import Clip
-from lucy.memory.captioners.base import Captioner, StoredSpan
-from lucy.memory.captioners.openai import check_clip, pick_evenly
+from lucy.memory.captioners.base import Captioner, StoredSpan, check_clip, pick_evenly
 from lucy.memory.captioners.sections import MOTION, MOVING_THINGS, OBJECTS, ON_SCREEN_TEXT, PEOPLE, SCENES, header
 from lucy.memory.nodes import Caption
 from lucy.perception import motion, scenes

@@ -23,8 +23,8 @@ from lucy.config import Level
 from lucy.config.settings import VllmCaptionerSettings
 from lucy.errors import LucyError
 from lucy.ingest.frames import Clip
-from lucy.memory.captioners.base import Captioner, CaptionerError
-from lucy.memory.captioners.openai import SYSTEM_PROMPT, check_clip, delimit_instruction, fit_side, pick_evenly
+from lucy.memory.captioners.base import Captioner, CaptionerError, check_clip, pick_evenly
+from lucy.memory.captioners.openai import SYSTEM_PROMPT, delimit_instruction, fit_side
 from lucy.memory.nodes import Caption
 
 

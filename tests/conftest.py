@@ -99,7 +99,13 @@ class FileGroups(LoadScopeScheduling):
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> FileGroups | None:
-    return FileGroups(config, log) if config.getvalue("dist") == "loadgroup" else None
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    # Groups are handed out in collection order (pytest_collection_modifyitems: the heavy group, then files with
+    # servers), not xdist's default of the groups with the most tests first, which started parametrised unit files
+    # first and left the heavy group for after a minute.
+    config.option.loadscopereorder = False
+    return FileGroups(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -75,3 +75,36 @@ def test_the_scheduler_keeps_each_file_whole_and_the_heavy_files_together() -> N
     assert groups._split_scope("tests/watch/test_cli_watch.py::test_a") == \
         groups._split_scope("tests/watch/test_cli_watch.py::test_b[x@y]") == "watch/test_cli_watch.py"
     assert groups._split_scope("tests/query/test_cli.py::test_a") != groups._split_scope("tests/test_lanes.py::t")
+
+
+def test_the_scheduler_hands_out_groups_in_collection_order() -> None:
+    """xdist's loadscope hands out the groups with the most tests first unless told not to: the heavy group, of few
+    tests, then started after a minute of parametrised unit files. Here a worker is given the groups one at a time,
+    in the order they were collected."""
+    from types import SimpleNamespace
+
+    from tests.conftest import pytest_xdist_make_scheduler
+
+    class Worker:
+        shutting_down = False
+
+        def __init__(self) -> None:
+            self.sent: list[list[int]] = []
+
+        def send_runtest_some(self, indexes: list[int]) -> None:
+            self.sent.append(indexes)
+
+        def shutdown(self) -> None:
+            pass
+
+    option = SimpleNamespace(loadscopereorder=True)
+    values = {"dist": "loadgroup", "tx": ["1*popen"]}
+    config = SimpleNamespace(option=option, getvalue=values.__getitem__)
+    scheduler = pytest_xdist_make_scheduler(config, None)  # type: ignore[arg-type]
+    collection = ["tests/service/test_cluster.py::test_a", "tests/query/test_kinds.py::test_a[1]",
+                  "tests/query/test_kinds.py::test_a[2]", "tests/query/test_kinds.py::test_a[3]"]
+    worker = Worker()
+    scheduler.add_node(worker)
+    scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    assert worker.sent[0] == [0]  # the heavy group's one test before the file of three

@@ -36,7 +36,8 @@ from tests.service.test_watches import store_alert
 
 SHOTS = Path("/tmp/review-shots")
 LIVE = "porch"  # a file read at its own pace, as a camera delivers
-REVIEWED = "yard"  # a stream with known content, written as ingest and a detect stage leave it
+REVIEWED = "carpark"  # a stream with known content, written as ingest and a detect stage leave it (a name no
+# other module of the shared server uses: test_openai_compat.py adds "yard")
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
@@ -166,7 +167,7 @@ def test_recorded_runs_join_touching_segments(tmp_path: Path) -> None:
     assert recorded(svc, "other", 61.0) == ([], False)  # type: ignore[arg-type]
 
 
-def _yard(server: LucyServer) -> dict[str, Any]:
+def _reviewed(server: LucyServer) -> dict[str, Any]:
     """A stream with frames 0-30 s and 45-90 s (a gap between), three tracked objects, a text read, an alert and
     an answered question whose evidence is 60-70 s."""
     settings = load_settings(data=server.data)
@@ -207,7 +208,7 @@ def _count(driver: webdriver.Chrome, selector: str) -> int:
 
 def test_review_page_draws_the_timeline_plays_and_moves_by_keyboard(shared_server: LucyServer,
                                                                     browser: webdriver.Chrome) -> None:  # noqa: F811
-    body = _yard(shared_server)
+    body = _reviewed(shared_server)
     # the one request the page makes: every part, bounded
     assert body["coverage"] == [[0.0, 30.0], [45.0, 90.0]] and body["frames"] == 150
     assert [o["id"] for o in body["objects"]] == [1, 3, 2] and len(body["alerts"]) == 1

@@ -14,7 +14,8 @@ from tests.service.conftest import LucyServer
 @pytest.fixture(scope="module")
 def yard(shared_server: LucyServer, videos: dict[str, Path]) -> dict:
     with shared_server.client() as c:
-        assert c.post("/v1/streams", json={"name": "yard", "source": str(videos["b"])}).status_code == 201
+        r = c.post("/v1/streams", json={"name": "yard", "source": str(videos["b"])})
+        assert r.status_code == 201, r.text
     return shared_server.wait_captioned("yard")
 
 

@@ -107,38 +107,33 @@ class SteadyReads:
         self._recent: list[tuple[np.ndarray, np.ndarray, list[TextLine]]] = []  # newest first: pixels, sums, lines
         self._lock = threading.Lock()
 
-    def _blocks(self, pixels: np.ndarray) -> np.ndarray:
-        """The sum over channels and pixels of each BLOCK x BLOCK block of ``pixels`` (as int16 differences are, in
-        :meth:`_same`); a sliver smaller than a block is one block."""
+    def _blocks(self, pixels: np.ndarray) -> tuple[np.ndarray, int]:
+        """The sum over channels and pixels of each BLOCK x BLOCK block of ``pixels`` (a sliver smaller than a block
+        is one block), and how many values each sum adds up."""
         k = self.BLOCK
         h, w = pixels.shape[0] // k * k, pixels.shape[1] // k * k
         values = pixels.astype(np.int32) if pixels.ndim == 2 else pixels.sum(axis=2, dtype=np.int32)
+        channels = 1 if pixels.ndim == 2 else pixels.shape[2]
         if h == 0 or w == 0:
-            return values.sum(keepdims=True)
-        return values[:h, :w].reshape(h // k, k, w // k, k).sum(axis=(1, 3))
+            return values.sum(keepdims=True), values.size * channels
+        return values[:h, :w].reshape(h // k, k, w // k, k).sum(axis=(1, 3)), k * k * channels
 
-    def _limit(self, pixels: np.ndarray) -> float:
-        """:attr:`TOLERANCE` as a block sum of ``pixels``'s shape."""
-        k = self.BLOCK
-        h, w = pixels.shape[0] // k * k, pixels.shape[1] // k * k
-        area = pixels.shape[0] * pixels.shape[1] if h == 0 or w == 0 else k * k
-        return self.TOLERANCE * area * (pixels.shape[2] if pixels.ndim == 3 else 1)
-
-    def _same(self, a: np.ndarray, b: np.ndarray) -> bool:
-        return float(self._blocks(np.abs(a.astype(np.int16) - b)).max()) < self._limit(a)
+    def _same(self, a: np.ndarray, b: np.ndarray, limit: float) -> bool:
+        """No block of ``a`` and ``b`` differs by ``limit`` (:attr:`TOLERANCE` as a block sum) or more."""
+        return float(self._blocks(np.abs(a.astype(np.int16) - b))[0].max()) < limit
 
     def read(self, gray: Image.Image) -> list[TextLine]:
         pixels = np.asarray(gray)
         # Two blocks whose sums differ by the limit differ by at least as much pixel by pixel: most pictures are ruled
         # out on the sums (a 48th of an RGB picture's values) before their pixels are compared, which took a fifth
         # of the OCR time when every recent picture of a fixed camera was compared in full (py-spy, the eval tests).
-        sums = self._blocks(pixels)
-        limit = self._limit(pixels)
+        sums, per_block = self._blocks(pixels)
+        limit = self.TOLERANCE * per_block
         with self._lock:
             recent = list(self._recent)
         for other, other_sums, lines in recent:
             if (other.shape == pixels.shape and float(np.abs(other_sums - sums).max()) < limit
-                    and self._same(other, pixels)):
+                    and self._same(other, pixels, limit)):
                 with self._lock:
                     self.reused += 1
                 return list(lines)

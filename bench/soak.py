@@ -420,16 +420,16 @@ if "serve" in sys.argv[1:3]:
         return out
     def _caches():
         import gc
-        memo = 0
+        by = {}
         for name, module in list(sys.modules.items()):
             if name.startswith("lucy") and module is not None:
-                for value in list(vars(module).values()):
+                for key, value in list(vars(module).items()):
                     info = getattr(value, "cache_info", None)
                     if callable(info) and hasattr(value, "cache_clear"):
-                        memo += info().currsize
+                        by[f"{name}.{key}"] = info().currsize
         kept = sum(len(getattr(o, cache, ())) for o in gc.get_objects() if type(o).__name__ == "MemoryIndex"
                    for cache in ("_cache", "_queries", "_lines"))  # getattr: a renamed cache must not end the server
-        return {"memo": memo, "vectors": kept}
+        return {"memo": sum(by.values()), "memo_by": by, "vectors": kept}
     def _heap(signum, frame):
         with open(os.path.join(_dir, "heap.jsonl"), "a") as f:
             f.write(json.dumps({"t": time.time(), "blocks": sys.getallocatedblocks(), **_jemalloc(), **_caches()})
@@ -606,6 +606,11 @@ class MemoryBudget:
             row = [self.heaps.get(m, {}).get(key) for m in marks]
             if any(v is not None for v in row):
                 print(f"{what:<18}" + "".join(f"{'':>16}" if v is None else f"{v * scale:>16.1f}" for v in row))
+        memos = self.heaps.get(marks[-1], {}).get("memo_by", {})
+        for memo in sorted((m for m in memos if memos[m]), key=lambda m: -memos[m]):
+            row = [self.heaps.get(m, {}).get("memo_by", {}).get(memo) for m in marks]
+            print(f"  {memo.rsplit('.', 1)[-1][:16]:<16}" + "".join(f"{'':>16}" if v is None else f"{v * 1e-3:>16.1f}"
+                                                              for v in row))
         for who, end in self.samples[marks[-1]].items():
             start = self.samples[marks[0]].get(who, end)
             paid = [m for m in end["models"] if m in costs]

@@ -40,12 +40,19 @@ _NUMBERS = {w: str(i) for i, w in enumerate(
     "seventeen eighteen nineteen twenty".split())}
 
 
-@lru_cache(maxsize=65_536)  # a few thousand words make up every caption
 def _stem(word: str) -> str:
+    """The search term of one word. A number or a code ending in a digit is its own term, and is not memoised:
+    times, counts and plates are an open vocabulary (a live stream's captions add new ones every minute), which
+    would fill the memo with words met once."""
+    return word if word[-1:].isdigit() else _stem_word(word)
+
+
+@lru_cache(maxsize=16_384)  # a few thousand words make up every caption
+def _stem_word(word: str) -> str:
     word = _AMERICAN.get(word, word)
     word = _PEOPLE.get(word, word)  # "how many people", "was there a man": the captions' "person"
     word = _NUMBERS.get(word, word)  # "three" and "3" are the same count
-    if len(word) > 4 and not word[-1].isdigit():
+    if len(word) > 4:
         for suffix in ("ing", "ed", "es", "s"):
             if word.endswith(suffix) and len(word) - len(suffix) >= 3:
                 if suffix == "es" and not word.endswith(("sses", "xes", "ches", "shes")):

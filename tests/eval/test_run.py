@@ -5,21 +5,26 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lucy.config import LucySettings
+from lucy.config import LucySettings, load_settings
 from lucy.eval import run
 from lucy.eval.formats import read_annotations
-from lucy.eval.samples import make_sample
+from lucy.eval.samples import Sample, make_sample
 from lucy.memory.sqlite_store import DB_NAME, SQLiteMemoryStore
 from lucy.testing import child_env
 from lucy.testing.openai_server import Reply, ScriptedOpenAIServer
+from tests.eval.conftest import EMBEDDED
 
 ANNOTATION_TRUTH_MIN = 75.0  # the embedded backends read these synthetic videos; a broken harness scores ~25 %
 
@@ -28,11 +33,44 @@ def lines(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+@dataclass
+class FirstRun:
+    """A benchmark's sample and the embedded run over it: ``out`` holds the run's memory and predictions."""
+
+    sample: Sample
+    out: Path
+    report: dict[str, Any]
+
+    def copy_out(self, to: Path) -> Path:
+        """The run's out folder copied to ``to``, for a test that asks more of the memory it holds."""
+        shutil.copytree(self.out, to)
+        return to
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], FirstRun]:
+    """``first_run(benchmark)``: one embedded run over a one-video sample of ``benchmark``, made at its first use
+    and shared by the module's tests (ingesting a sample is most of a test's time); tests that ask more copy its
+    out folder first, so what each test checks does not depend on which ran before it."""
+    done: dict[str, FirstRun] = {}
+
+    def get(benchmark: str) -> FirstRun:
+        if benchmark not in done:
+            root = tmp_path_factory.mktemp(f"first-{benchmark}")
+            sample = make_sample(benchmark, root / "sample", videos=1)
+            settings = load_settings(data=root / "unused", **EMBEDDED)
+            report = run(benchmark, sample.annotations, sample.videos, root / "out", settings=settings,
+                         progress=lambda _: None)
+            done[benchmark] = FirstRun(sample, root / "out", report)
+        return done[benchmark]
+
+    return get
+
+
 @pytest.mark.parametrize("benchmark", ["videomme", "lvbench", "mlvu", "egomem"])
-def test_a_run_of_each_format_scores_known_answers(benchmark: str, tmp_path: Path, embedded: LucySettings) -> None:
-    sample = make_sample(benchmark, tmp_path / "sample", videos=1)
-    report = run(benchmark, sample.annotations, sample.videos, tmp_path / "out", settings=embedded,
-                 progress=lambda _: None)
+def test_a_run_of_each_format_scores_known_answers(benchmark: str, first_run: Callable[[str], FirstRun]) -> None:
+    ran = first_run(benchmark)
+    sample, report = ran.sample, ran.report
     found = read_annotations(benchmark, sample.annotations)
     assert report["answered"] == report["questions"] == len(found.questions) == 4
     preds = lines(report["predictions"])
@@ -62,19 +100,29 @@ def test_a_run_of_each_format_scores_known_answers(benchmark: str, tmp_path: Pat
         assert {q["response"] for q in video["questions"]} <= set("ABCD") and len(video["questions"]) == 4
 
 
-def test_mlvu_test_split_writes_the_submission_rows(tmp_path: Path, embedded: LucySettings) -> None:
-    sample = make_sample("mlvu", tmp_path / "sample", videos=1)
-    report = run("mlvu", tmp_path / "sample" / "test" / "test_question.json", sample.videos, tmp_path / "out",
+def test_mlvu_test_split_writes_the_submission_rows(tmp_path: Path, embedded: LucySettings,
+                                                   first_run: Callable[[str], FirstRun]) -> None:
+    ran = first_run("mlvu")  # the same videos as the dev split: their memory is ready
+    out = ran.copy_out(tmp_path / "out")
+    data = embedded.model_copy(update={"data": out / "data"})
+    memory = SQLiteMemoryStore.for_data(data)
+    try:
+        [stream] = memory.streams()
+        asked_before = len(memory.questions(stream))
+    finally:
+        memory.close()
+    report = run("mlvu", ran.sample.videos.parent / "test" / "test_question.json", ran.sample.videos, out,
                  settings=embedded, limit=3, progress=lambda _: None)
     rows = json.loads(Path(report["submission"]).read_text())
     assert len(rows) == 3 == report["questions"] and report["unlabelled"] == 3 and report["tables"] == {}
     for row in rows:
         assert set(row) == {"question_id", "question_type", "option"} and row["option"] in "ABCDEF"
         assert row["question_type"] in ("needle", "ego")
-    memory = SQLiteMemoryStore.for_data(embedded.model_copy(update={"data": tmp_path / "out" / "data"}))
+    assert report["videos"][0]["reused"]
+    memory = SQLiteMemoryStore.for_data(data)
     try:
-        [stream] = memory.streams()
-        assert len(memory.questions(stream)) == 3  # each question asked once
+        assert memory.streams() == [stream]
+        assert len(memory.questions(stream)) == asked_before + 3  # each question asked once
     finally:
         memory.close()
 
@@ -101,10 +149,10 @@ def _prose_server(truth: dict[str, str], wrong: str) -> ScriptedOpenAIServer:
     return ScriptedOpenAIServer(reply)
 
 
-def test_another_reasoner_in_prose_reuses_the_memory(tmp_path: Path, embedded: LucySettings) -> None:
-    sample = make_sample("videomme", tmp_path / "sample", videos=1)
-    first = run("videomme", sample.annotations, sample.videos, tmp_path / "out", settings=embedded,
-                progress=lambda _: None)
+def test_another_reasoner_in_prose_reuses_the_memory(tmp_path: Path, embedded: LucySettings,
+                                                     first_run: Callable[[str], FirstRun]) -> None:
+    ran = first_run("videomme")
+    sample, first, out = ran.sample, ran.report, ran.copy_out(tmp_path / "out")
     assert first["videos"][0]["ingest_seconds"] > 0 and not first["videos"][0]["reused"]
     found = read_annotations("videomme", sample.annotations)
     truth = {q.question: "ABCD"[q.truth] for q in found.questions}
@@ -112,17 +160,17 @@ def test_another_reasoner_in_prose_reuses_the_memory(tmp_path: Path, embedded: L
     with _prose_server(truth, wrong) as server:
         settings = embedded.model_copy(update={"reasoner": embedded.reasoner.model_copy(update={
             "backend": "openai", "base_url": server.base_url, "model": "org/prose-7b", "max_retries": 0})})
-        second = run("videomme", sample.annotations, sample.videos, tmp_path / "out", settings=settings,
-                     progress=lambda _: None)
+        second = run("videomme", sample.annotations, sample.videos, out, settings=settings, progress=lambda _: None)
     assert second["videos"][0]["reused"] and second["videos"][0]["ingest_seconds"] == 0
-    assert second["predictions"] != first["predictions"] and "openai-prose-7b" in second["predictions"]
+    assert Path(second["predictions"]).name != Path(first["predictions"]).name
+    assert "openai-prose-7b" in second["predictions"]
     preds = {p["qid"]: p for p in lines(second["predictions"])}
     wrong_qid = found.questions[1].qid
     assert [qid for qid, p in preds.items() if not p["correct"]] == [wrong_qid]
     for p in preds.values():
         assert p["tokens"] >= 600 and p["llm_calls"] >= 2  # the prose reply and the retry that asked for JSON
     assert second["tables"]["duration"][-1]["accuracy"] == 75.0
-    assert Path(first["predictions"]).is_file()  # the lexical run's predictions are kept
+    assert (out / Path(first["predictions"]).name).is_file()  # the lexical run's predictions are kept
 
 
 def test_resume_after_a_kill_asks_nothing_twice(tmp_path: Path, config_file: Path) -> None:
